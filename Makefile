@@ -1,0 +1,73 @@
+# sluice — the two commands: `make demo` and `make test`. Everything else is a step they call.
+# All targets are idempotent: a step whose inputs did not change is skipped (stamp files under var/).
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+UV_VERSION := 0.13.9
+STAMPS := var/stamps
+
+# Spark binds to loopback; PySpark workers use the project's interpreter.
+export SPARK_LOCAL_IP := 127.0.0.1
+export PYSPARK_PYTHON := $(CURDIR)/$(BIN)/python
+
+.PHONY: help install venv jars airflow-db demo test test-fast clean clean-data airflow-standalone
+
+help:
+	@echo "make demo    install everything, ingest sample data twice through Airflow, show the table"
+	@echo "make test    install everything and run the test suite"
+	@echo "make install the virtualenv (.venv), the jars (var/jars) and the Airflow DB (var/airflow)"
+	@echo "make airflow-standalone   the Airflow UI on http://127.0.0.1:8080 (SQLite, low parallelism)"
+
+# --- set-up ---------------------------------------------------------------------------------------
+
+venv: $(STAMPS)/venv
+$(STAMPS)/venv: pyproject.toml requirements.lock
+	@mkdir -p $(STAMPS)
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --disable-pip-version-check "uv==$(UV_VERSION)"
+	$(BIN)/uv pip install --python $(BIN)/python -q -r requirements.lock
+	$(BIN)/uv pip install --python $(BIN)/python -q --no-deps -e .
+	@touch $@
+
+# Delta + the Kafka connector (var/jars/spark) and the Kafka broker (var/jars/kafka), from pom.xml.
+jars: $(STAMPS)/jars
+$(STAMPS)/jars: pom.xml
+	@mkdir -p $(STAMPS)
+	rm -rf var/jars/spark var/jars/kafka
+	mvn -q -B -Dstyle.color=never -P spark-jars package
+	mvn -q -B -Dstyle.color=never -P kafka-broker package
+	@touch $@
+
+airflow-db: $(STAMPS)/airflow-db
+$(STAMPS)/airflow-db: $(STAMPS)/venv
+	$(BIN)/sluice airflow db migrate > /dev/null
+	@touch $@
+
+install: venv jars airflow-db
+
+# --- the two commands ---------------------------------------------------------------------------
+
+demo: install
+	$(BIN)/python include/demo.py
+
+test: install
+	$(BIN)/python -m pytest
+
+test-fast: install
+	$(BIN)/python -m pytest -m "not e2e"
+
+# --- running things by hand ------------------------------------------------------------------------
+
+airflow-standalone: install
+	$(BIN)/sluice airflow standalone
+
+clean-data:
+	rm -rf var/lake var/checkpoints
+
+clean:
+	rm -rf $(VENV) var target

@@ -1,0 +1,121 @@
+"""Sample landing data for the demo pipelines, deterministic per drop.
+
+    python include/generate_sample_data.py --drop 1      # first drop: files for every sample pipeline
+    python include/generate_sample_data.py --drop 2      # a later drop: new files only
+    python include/generate_sample_data.py --drop next   # the drop after the last one written
+
+A drop writes new files (named after the drop) and never touches earlier ones, so a pipeline run after
+drop 2 must ingest exactly drop 2's rows. Running a drop twice rewrites the same files with the same
+content. Ground truth (rows per drop) is printed as JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import random
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+ORDERS_PER_FILE = 50
+ORDER_FILES_PER_DROP = 3
+WORDS = ["spark", "delta", "stream", "airflow", "sluice", "kafka", "batch", "table"]
+COUNTRIES = ["DE", "FR", "NL", "PL", "SE"]
+
+
+def lake_root() -> Path:
+    default = Path(__file__).resolve().parent.parent / "var" / "lake"
+    return Path(os.environ.get("SLUICE_LAKE_ROOT") or default)
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    # A file stream source lists the folder: a half-written file must never be visible under its name.
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.parent / f".{path.name}.tmp"
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)
+
+
+def orders(root: Path, drop: int) -> int:
+    rng = random.Random(drop)
+    base = datetime(2026, 11, 1, tzinfo=timezone.utc) + timedelta(days=drop - 1)
+    rows = 0
+    for f in range(ORDER_FILES_PER_DROP):
+        lines = []
+        for i in range(ORDERS_PER_FILE):
+            order_id = (drop - 1) * ORDER_FILES_PER_DROP * ORDERS_PER_FILE + f * ORDERS_PER_FILE + i
+            ts = base + timedelta(minutes=rng.randint(0, 24 * 60 - 1))
+            lines.append(json.dumps({
+                "id": order_id,
+                "ts": ts.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                "customer": f"c{rng.randint(1, 20):03d}",
+                "amount": round(rng.uniform(5, 500), 2),
+            }))
+        _write_atomically(root / "landing" / "orders" / f"orders-{drop:03d}-{f}.json", "\n".join(lines) + "\n")
+        rows += len(lines)
+    return rows
+
+
+def customers(root: Path, drop: int) -> int:
+    rng = random.Random(1000 + drop)
+    lines = [["customer", "name", "country", "signed_up"]]
+    for i in range(10):
+        n = (drop - 1) * 10 + i + 1
+        lines.append([f"c{n:03d}", f"Customer {n}", rng.choice(COUNTRIES), f"2026-10-{(n % 28) + 1:02d}"])
+    path = root / "landing" / "customers" / f"customers-{drop:03d}.csv"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.parent / f".{path.name}.tmp"
+    with tmp.open("w", newline="", encoding="utf-8") as handle:
+        csv.writer(handle).writerows(lines)
+    tmp.replace(path)
+    return len(lines) - 1
+
+
+def words(root: Path, drop: int) -> int:
+    rng = random.Random(2000 + drop)
+    lines = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 8))) for _ in range(20)]
+    _write_atomically(root / "landing" / "words" / f"words-{drop:03d}.txt", "\n".join(lines) + "\n")
+    return len(lines)
+
+
+def events(root: Path, drop: int) -> int:
+    """Events of one hour per drop (drop 1: 12:00-13:00, drop 2: 13:00-14:00, ...)."""
+    rng = random.Random(3000 + drop)
+    start = datetime(2026, 11, 1, 11, tzinfo=timezone.utc) + timedelta(hours=drop)
+    lines = []
+    for _ in range(40):
+        ts = start + timedelta(seconds=rng.randint(0, 3599))
+        lines.append(json.dumps({"ts": ts.strftime("%Y-%m-%dT%H:%M:%SZ"), "word": rng.choice(WORDS[:3])}))
+    _write_atomically(root / "landing" / "events" / f"events-{drop:03d}.json", "\n".join(lines) + "\n")
+    return len(lines)
+
+
+GENERATORS = {"orders": orders, "customers": customers, "words": words, "events": events}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--drop", required=True, help="drop number (1 and up), or 'next'")
+    parser.add_argument("--only", choices=sorted(GENERATORS), action="append", help="just these datasets")
+    args = parser.parse_args()
+    root = lake_root()
+    if args.drop == "next":
+        drop = next_drop(root)
+    elif args.drop.isdigit() and int(args.drop) >= 1:
+        drop = int(args.drop)
+    else:
+        parser.error(f"--drop takes a number from 1 up, or 'next'; got {args.drop!r}")
+    counts = {name: gen(root, drop) for name, gen in GENERATORS.items() if not args.only or name in args.only}
+    print(json.dumps({"lake_root": str(root), "drop": drop, "rows": counts}))
+
+
+def next_drop(root: Path) -> int:
+    """One more than the highest drop written to any landing folder."""
+    drops = [int(p.name.split("-")[1].split(".")[0]) for p in (root / "landing").glob("*/*-[0-9][0-9][0-9]*")]
+    return max(drops, default=0) + 1
+
+
+if __name__ == "__main__":
+    main()

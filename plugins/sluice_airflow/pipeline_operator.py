@@ -1,0 +1,94 @@
+"""SluicePipelineOperator: runs one sluice pipeline through the provider's SparkSubmitOperator."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk.exceptions import AirflowException
+
+from sluice.settings import load_settings
+from sluice.spec import load_spec
+from sluice.submit import build_submit_plan, spark_jobs_dir
+from sluice_airflow.spark_connection import require_spark_connection
+
+
+class SluiceRunFailed(AirflowException):
+    """The pipeline's query failed; the message is the Spark job's error."""
+
+
+def is_dry_run() -> bool:
+    """``airflow tasks test`` sets AIRFLOW_TEST_MODE: such runs must not advance the real checkpoint."""
+    return os.environ.get("AIRFLOW_TEST_MODE", "").lower() == "true"
+
+
+class SluicePipelineOperator(SparkSubmitOperator):
+    """Run the pipeline of ``spec_path`` once (one one-shot streaming query) and return its run summary.
+
+    The spark-submit arguments come from :func:`sluice.submit.build_submit_plan`, the code path
+    ``sluice run`` uses too. The run summary is logged and returned (so it is the task's XCom value).
+
+    :param spec_path: the pipeline's YAML spec (re-read at run time).
+    :param trigger: override the spec's trigger (``available_now`` or ``once``).
+    """
+
+    template_fields: Sequence[str] = (*SparkSubmitOperator.template_fields, "spec_path", "trigger")
+    ui_color = "#9ad0f5"
+
+    def __init__(self, *, spec_path: str, trigger: str | None = None, **kwargs: Any) -> None:
+        settings = load_settings()
+        kwargs.setdefault("conn_id", settings.spark_conn_id)
+        kwargs.setdefault("name", f"sluice-{Path(spec_path).stem}")
+        super().__init__(application=str(spark_jobs_dir() / "run_pipeline.py"), **kwargs)
+        self.spec_path = spec_path
+        self.trigger = trigger
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        settings = load_settings()
+        spec = load_spec(self.spec_path)
+        dry_run = is_dry_run()
+        ti = context["ti"]
+        run_id = f"{context['run_id']}#{ti.try_number}"
+        with tempfile.TemporaryDirectory(prefix="sluice-run-") as tmp:
+            plan = build_submit_plan(
+                self.spec_path, spec, settings, trigger=self.trigger or None, dry_run=dry_run,
+                run_id=run_id, summary_file=Path(tmp) / "summary.json",
+            )
+            require_spark_connection(plan.conn_id)
+            self.application = plan.application
+            self.application_args = plan.application_args
+            self.conf = plan.conf
+            self.jars = plan.jars
+            self.name = plan.name
+            self.env_vars = plan.env_vars
+            self._conn_id = plan.conn_id
+            if dry_run:
+                self.log.info("AIRFLOW_TEST_MODE is set: dry run (checkpoint and table are not touched)")
+            try:
+                super().execute(context)
+            except AirflowException as err:
+                summary = _read_summary(plan.summary_file)
+                if summary and summary.get("error"):
+                    raise SluiceRunFailed(f"run of {spec.name} failed: {summary['error']}") from err
+                raise
+            summary = _read_summary(plan.summary_file)
+        if summary is None:
+            raise SluiceRunFailed(f"run of {spec.name} wrote no run summary; see the Spark output above")
+        self.log.info(
+            "sluice %s%s: %s batches, %s rows in, %s rows out, Delta version %s -> %s",
+            spec.name, " (dry run)" if dry_run else "", summary["batches"], summary["input_rows"],
+            summary["output_rows"], summary["delta_version_before"], summary["delta_version_after"],
+        )
+        self.log.info("run summary: %s", json.dumps(summary))
+        return summary
+
+
+def _read_summary(path: Path | None) -> dict[str, Any] | None:
+    if path is None or not path.is_file():
+        return None
+    return json.loads(path.read_text(encoding="utf-8"))

@@ -1,0 +1,212 @@
+"""The ``sluice`` command line.
+
+    sluice validate SPEC...                          check specs (exit 1 on any invalid one)
+    sluice run SPEC [--trigger T] [--dry-run]        run a pipeline once, as its Airflow task does
+    sluice show SPEC [--limit N]                     the pipeline's Delta table: history and rows
+    sluice airflow ARGS...                           the airflow CLI with the project's environment
+    sluice env                                       that environment, as shell exports
+
+SPEC is a spec file, or the name of a pipeline in the pipelines folder. ``sluice run`` streams Spark's
+progress to stderr and prints the JSON run summary as its last stdout line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import logging
+import os
+import shlex
+import sys
+import tempfile
+from datetime import datetime, timezone
+from pathlib import Path
+
+from sluice.settings import Settings, load_settings
+from sluice.spec import PipelineSpec, SpecError, load_spec, spec_files
+
+
+def resolve_spec_path(arg: str, settings: Settings) -> Path:
+    """A spec file path, or a pipeline name looked up in the pipelines folder."""
+    path = Path(arg)
+    if path.is_file() or path.suffix in (".yaml", ".yml"):
+        return path
+    for candidate in spec_files(settings.pipelines_dir):
+        try:
+            if load_spec(candidate).name == arg:
+                return candidate
+        except SpecError:
+            continue
+    raise SpecError(arg, [f"no such spec file, and no pipeline of that name in {settings.pipelines_dir}"])
+
+
+def project_env(settings: Settings) -> dict[str, str]:
+    """The environment Airflow and spark-submit run in: the project's AIRFLOW_HOME, DAG and plugin
+    folders, the Spark connection (unless one is defined already), the lake and checkpoint roots."""
+    from sluice.submit import spark_env
+    from sluice_airflow.spark_connection import connection_env
+
+    bin_dir = str(Path(sys.executable).parent)
+    env = {
+        "AIRFLOW_HOME": str(settings.airflow_home),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(settings.home / "dags"),
+        "AIRFLOW__CORE__PLUGINS_FOLDER": str(settings.home / "plugins"),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__CORE__MAX_ACTIVE_TASKS_PER_DAG": "2",
+        "AIRFLOW__CORE__PARALLELISM": "2",
+        "PATH": bin_dir + os.pathsep + os.environ.get("PATH", ""),
+        **spark_env(settings),
+    }
+    for key, value in connection_env(settings).items():
+        env[key] = os.environ.get(key, value)
+    return env
+
+
+def _apply_env(settings: Settings) -> None:
+    settings.airflow_home.mkdir(parents=True, exist_ok=True)
+    os.environ.update(project_env(settings))
+
+
+def cmd_validate(args: argparse.Namespace, settings: Settings) -> int:
+    paths = [Path(p) for p in args.specs] or spec_files(settings.pipelines_dir)
+    bad = 0
+    for path in paths:
+        try:
+            spec = load_spec(path)
+        except SpecError as err:
+            bad += 1
+            print(f"invalid: {err}", file=sys.stderr)
+            continue
+        print(f"ok: {path} (pipeline {spec.name})")
+        for warning in spec.warnings():
+            print(f"warning: {path}: {warning}", file=sys.stderr)
+    return 1 if bad else 0
+
+
+def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
+    spec_path = resolve_spec_path(args.spec, settings)
+    spec = load_spec(spec_path)
+    for warning in spec.warnings():
+        print(f"warning: {spec_path}: {warning}", file=sys.stderr)
+    _apply_env(settings)
+
+    from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+    from airflow.sdk.exceptions import AirflowException
+
+    from sluice.submit import build_submit_plan
+    from sluice_airflow.spark_connection import require_spark_connection
+
+    # after Airflow's import, which configures logging its own way: the hook's lines go to stderr
+    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr, force=True)
+
+    run_id = "cli__" + datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S") + f"_{os.getpid()}"
+    with tempfile.TemporaryDirectory(prefix="sluice-run-") as tmp:
+        plan = build_submit_plan(
+            spec_path, spec, settings, trigger=args.trigger, dry_run=args.dry_run, run_id=run_id,
+            summary_file=Path(tmp) / "summary.json",
+        )
+        require_spark_connection(plan.conn_id)
+        failed = None
+        with _stdout_to_stderr():
+            hook = SparkSubmitHook(**plan.hook_kwargs())
+            try:
+                hook.submit(plan.application)
+            except AirflowException as err:
+                failed = err
+        summary = json.loads(plan.summary_file.read_text()) if plan.summary_file.is_file() else None
+    if summary is None:
+        print(f"sluice: spark-submit failed before the run summary was written: {failed}", file=sys.stderr)
+        return 1
+    print(json.dumps(summary))
+    return 0 if summary["status"] == "succeeded" and failed is None else 1
+
+
+@contextlib.contextmanager
+def _stdout_to_stderr():
+    """Send everything written to stdout (Airflow's structlog writes the hook's lines there) to stderr,
+    at the file-descriptor level, so that stdout carries nothing but the run summary."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+def cmd_show(args: argparse.Namespace, settings: Settings) -> int:
+    spec = load_spec(resolve_spec_path(args.spec, settings))
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from spark_jobs.show import show_table
+
+    show_table(spec, settings, limit=args.limit)
+    return 0
+
+
+def cmd_airflow(args: argparse.Namespace, settings: Settings) -> int:
+    _apply_env(settings)
+    airflow = str(Path(sys.executable).parent / "airflow")
+    if not (settings.airflow_home / "airflow.db").exists() and args.args[:1] != ["db"]:
+        # first use: the SQLite metadata DB of the demo set-up
+        import subprocess
+
+        subprocess.run([airflow, "db", "migrate"], check=True, stdout=subprocess.DEVNULL)
+    os.execv(airflow, [airflow, *args.args])
+
+
+def cmd_env(args: argparse.Namespace, settings: Settings) -> int:
+    for key, value in sorted(project_env(settings).items()):
+        print(f"export {key}={shlex.quote(value)}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="sluice", description="Exactly-once batch-style streaming into Delta.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("validate", help="check pipeline specs (default: every spec in the pipelines folder)")
+    p.add_argument("specs", nargs="*", metavar="SPEC")
+    p.set_defaults(func=cmd_validate)
+
+    p = sub.add_parser("run", help="run a pipeline once: the same spark-submit its Airflow task runs")
+    p.add_argument("spec", metavar="SPEC", help="spec file or pipeline name")
+    p.add_argument("--trigger", choices=["available_now", "once"], help="override the spec's trigger")
+    p.add_argument("--dry-run", action="store_true",
+                   help="report what the next run would ingest; the checkpoint and table are not touched")
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("show", help="print a pipeline's Delta table: versions and rows")
+    p.add_argument("spec", metavar="SPEC", help="spec file or pipeline name")
+    p.add_argument("--limit", type=int, default=20, help="rows to print (default 20)")
+    p.set_defaults(func=cmd_show)
+
+    p = sub.add_parser("airflow", help="the airflow CLI with the project's environment", add_help=False)
+    p.add_argument("args", nargs=argparse.REMAINDER)
+    p.set_defaults(func=cmd_airflow)
+
+    p = sub.add_parser("env", help="print the project's environment as shell exports")
+    p.set_defaults(func=cmd_env)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    settings = load_settings()
+    if argv[:1] == ["airflow"]:  # everything after it is airflow's, --help included
+        return cmd_airflow(argparse.Namespace(args=argv[1:]), settings)
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args, settings)
+    except SpecError as err:
+        print(f"sluice: invalid spec\n{err}", file=sys.stderr)
+        return 1
+    except (FileNotFoundError, RuntimeError) as err:
+        print(f"sluice: {err}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

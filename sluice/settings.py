@@ -1,0 +1,87 @@
+"""Where sluice keeps things, read from the environment.
+
+Every entry point (the DAG files, the operator, the CLI, the Spark job, the tests) resolves paths through
+:func:`load_settings`, so a pipeline's table and checkpoint are the same folders whoever runs it.
+
+=========================  ==========================================  =====================================
+env                        meaning                                     default
+=========================  ==========================================  =====================================
+``SLUICE_HOME``            the project folder                          the folder holding this package
+``SLUICE_PIPELINES``       folder of pipeline specs (``*.yaml``)       ``$SLUICE_HOME/include/pipelines``
+``SLUICE_LAKE_ROOT``       relative source/sink paths start here       ``$SLUICE_HOME/var/lake``
+``SLUICE_CHECKPOINT_ROOT`` one checkpoint per pipeline under here      ``$SLUICE_HOME/var/checkpoints``
+``SLUICE_JARS``            folder of fetched jars (``make jars``)      ``$SLUICE_HOME/var/jars``
+``SLUICE_AIRFLOW_HOME``    AIRFLOW_HOME of ``sluice airflow``          ``$SLUICE_HOME/var/airflow``
+``SLUICE_SPARK_CONN_ID``   the Airflow connection naming the master    ``sluice_spark``
+``SLUICE_SPARK_MASTER``    master of that connection when the project  ``local[*]``
+                           defines it
+=========================  ==========================================  =====================================
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+PROJECT_HOME = Path(__file__).resolve().parent.parent
+
+
+class Settings(BaseModel):
+    """Resolved, absolute locations and names. Frozen: read once, passed around."""
+
+    model_config = ConfigDict(frozen=True)
+
+    home: Path
+    """The project folder (set-up puts ``.venv`` and ``var/`` here)."""
+    pipelines_dir: Path
+    """Where the DAG factory looks for ``*.yaml`` specs."""
+    lake_root: Path
+    """Relative ``source.path`` / ``sink.path`` values are resolved against this."""
+    checkpoint_root: Path
+    """A pipeline without ``checkpoint:`` keeps its checkpoint at ``<checkpoint_root>/<name>``."""
+    jars_dir: Path
+    """Holds ``spark/`` (Delta, Kafka connector) and ``kafka/`` (the broker), fetched by ``make jars``."""
+    airflow_home: Path
+    """AIRFLOW_HOME for ``sluice airflow`` and the make targets (SQLite metadata DB, logs, config)."""
+    spark_conn_id: str
+    """Airflow connection whose host is the Spark master."""
+    spark_master: str
+    """The master the project's own connection points at, when it defines one."""
+
+    @property
+    def var_dir(self) -> Path:
+        return self.home / "var"
+
+    def spark_jars(self) -> list[Path]:
+        """The jars handed to spark-submit: Delta and the Kafka connector, as fetched at set-up."""
+        folder = self.jars_dir / "spark"
+        jars = sorted(folder.glob("*.jar"))
+        if not any(j.name.startswith("delta-spark_") for j in jars):
+            raise FileNotFoundError(
+                f"Delta's jars are missing from {folder}: run `make jars` (Maven fetches them from the "
+                "pinned pom.xml) or point SLUICE_JARS at a folder that has spark/delta-spark_*.jar"
+            )
+        return jars
+
+
+def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
+    env = os.environ if environ is None else environ
+    home = Path(env.get("SLUICE_HOME") or PROJECT_HOME).resolve()
+
+    def folder(key: str, default: Path) -> Path:
+        value = env.get(key)
+        return Path(value).expanduser().resolve() if value else default
+
+    return Settings(
+        home=home,
+        pipelines_dir=folder("SLUICE_PIPELINES", home / "include" / "pipelines"),
+        lake_root=folder("SLUICE_LAKE_ROOT", home / "var" / "lake"),
+        checkpoint_root=folder("SLUICE_CHECKPOINT_ROOT", home / "var" / "checkpoints"),
+        jars_dir=folder("SLUICE_JARS", home / "var" / "jars"),
+        airflow_home=folder("SLUICE_AIRFLOW_HOME", home / "var" / "airflow"),
+        spark_conn_id=env.get("SLUICE_SPARK_CONN_ID") or "sluice_spark",
+        spark_master=env.get("SLUICE_SPARK_MASTER") or "local[*]",
+    )

@@ -1,0 +1,35 @@
+"""Spark settings every sluice run gets: Delta wired in, sized for a small machine.
+
+One place for both the spark-submit command (``sluice.submit``) and the test suite's in-process
+session (``spark_jobs.session``), so tests run on the same configuration as real runs.
+"""
+
+from __future__ import annotations
+
+import os
+
+DELTA_CONF: dict[str, str] = {
+    # https://docs.delta.io/latest/quick-start.html#set-up-apache-spark-with-delta-lake
+    "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+    "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+}
+
+
+def default_spark_conf() -> dict[str, str]:
+    """Delta plus settings sized for ``local[*]`` on a few cores; a spec's ``spark_conf:`` overrides them."""
+    cores = os.cpu_count() or 2
+    conf = {
+        **DELTA_CONF,
+        # The default of 200 shuffle partitions means 200 tiny tasks (and 200 state-store folders per
+        # stateful operator) for a few MB per micro-batch. Fixed at first run in the checkpoint for
+        # stateful queries, so pick it once: https://spark.apache.org/docs/latest/structured-streaming-programming-guide.html#recovery-semantics-after-changes-in-a-streaming-query
+        "spark.sql.shuffle.partitions": str(max(2, cores * 2)),
+        "spark.default.parallelism": str(max(2, cores * 2)),
+        "spark.driver.memory": "2g",
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.session.timeZone": "UTC",
+        # Delta reads its log with this many tasks; the default (50) is for clusters
+        "spark.databricks.delta.snapshotPartitions": "2",
+    }
+    return conf

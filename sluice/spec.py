@@ -1,0 +1,279 @@
+"""The pipeline spec: YAML in, one frozen, validated model out.
+
+Every entry point (the DAG factory, ``sluice validate``/``run``, the Spark job) loads specs through
+:func:`load_spec`, so a spec that passes here is the same spec everywhere. Nothing here imports
+PySpark or Airflow: validation happens before any JVM starts, and DAG parsing stays fast.
+
+An invalid spec raises :class:`SpecError`, whose message names the file, the field and what is
+allowed, e.g. ``include/pipelines/orders.yaml: source.format: 'xml' is not allowed; use one of:
+json, csv, parquet, text``.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from sluice.ddl import DdlError, parse_ddl_schema
+from sluice.settings import Settings
+
+NAME_PATTERN = r"^[a-z][a-z0-9_]*$"
+# Spark's interval strings as accepted by withWatermark / window: "10 minutes", "1 hour", "30 seconds"
+_INTERVAL_RE = re.compile(
+    r"^\s*\d+\s*(microseconds?|milliseconds?|seconds?|minutes?|hours?|days?|weeks?)\s*$", re.IGNORECASE
+)
+_STATEFUL_SQL_RE = re.compile(r"\bgroup\s+by\b|\bdistinct\b|\bwindow\s*\(|\bjoin\b", re.IGNORECASE)
+
+Trigger = Literal["available_now", "once"]
+FileFormat = Literal["json", "csv", "parquet", "text"]
+SinkMode = Literal["append", "complete"]
+OptionValue = str | int | float | bool
+
+
+class SpecError(ValueError):
+    """A spec that cannot run. The message names the file, the field and what is allowed."""
+
+    def __init__(self, source: str, problems: list[str]):
+        self.source = source
+        self.problems = problems
+        lines = [f"{source}: {p}" for p in problems]
+        super().__init__("\n".join(lines))
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+
+class Watermark(_Model):
+    """Event-time watermark applied to the source before the transform's SQL."""
+
+    column: str
+    """The event-time column (a TIMESTAMP in the source schema)."""
+    delay: str
+    """How late data may arrive, as a Spark interval: ``10 minutes``, ``1 hour``."""
+
+    @field_validator("delay")
+    @classmethod
+    def _interval(cls, value: str) -> str:
+        if not _INTERVAL_RE.match(value):
+            raise ValueError(f"{value!r} is not an interval; write it like '10 minutes' or '1 hour'")
+        return value.strip()
+
+
+class Transform(_Model):
+    """Optional SQL over the input stream, which is the temp view ``source``."""
+
+    sql: str | None = None
+    """A Spark SQL query reading the temp view ``source``."""
+    watermark: Watermark | None = None
+
+    @field_validator("sql")
+    @classmethod
+    def _reads_source(cls, value: str | None) -> str | None:
+        if value is not None and not re.search(r"\bsource\b", value, re.IGNORECASE):
+            raise ValueError("the query must read the input stream, the temp view `source` (… FROM source)")
+        return value
+
+
+class FileSource(_Model):
+    """Files landing in a folder, picked up once each by Spark's file stream source."""
+
+    format: FileFormat
+    path: str
+    """Folder of input files: relative to the lake root, or absolute."""
+    schema_: str | None = Field(default=None, alias="schema")
+    """Spark DDL, e.g. ``id BIGINT, ts TIMESTAMP``. Required except for ``text`` (always ``value STRING``)."""
+    options: dict[str, OptionValue] = Field(default_factory=dict)
+    """Passed to Spark's reader as they are (``header: true`` for csv, ``multiLine``, ...)."""
+    max_files_per_trigger: Annotated[int, Field(gt=0)] | None = None
+    """Rate limit: at most this many files per micro-batch (a run then executes several)."""
+
+    @field_validator("schema_")
+    @classmethod
+    def _ddl(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        try:
+            parse_ddl_schema(value)
+        except DdlError as err:
+            raise ValueError(f"not a Spark DDL schema: {err}") from None
+        return value
+
+    @model_validator(mode="after")
+    def _schema_required(self) -> FileSource:
+        if self.format == "text" and self.schema_ is not None:
+            raise ValueError("schema: text sources always have the one column `value STRING`; remove schema")
+        if self.format != "text" and self.schema_ is None:
+            raise ValueError(
+                f"schema: required for {self.format} sources (streaming file sources do not infer it); "
+                'write it as Spark DDL, e.g. schema: "id BIGINT, ts TIMESTAMP, amount DOUBLE"'
+            )
+        return self
+
+
+class Sink(_Model):
+    """The Delta table the pipeline writes."""
+
+    path: str | None = None
+    """Table folder: relative to the lake root, or absolute. Default: ``<lake root>/<name>``."""
+    mode: SinkMode = "append"
+    """``append`` adds each micro-batch's rows; ``complete`` rewrites the table with a stateful query's result."""
+    partition_by: list[str] = Field(default_factory=list)
+
+
+class PipelineSpec(_Model):
+    """One pipeline: a source, an optional transform, one Delta sink, one checkpoint."""
+
+    name: Annotated[str, Field(pattern=NAME_PATTERN, max_length=200)]
+    """dag_id, and the default table and checkpoint folder names."""
+    description: str | None = None
+    """Shown as the DAG's documentation in Airflow."""
+    schedule: str | None = None
+    """Any Airflow schedule (cron, ``@hourly``, ...); null = manual runs only."""
+    trigger: Trigger = "available_now"
+    source: FileSource
+    transform: Transform | None = None
+    sink: Sink = Field(default_factory=Sink)
+    checkpoint: str | None = None
+    """Checkpoint folder: default ``<checkpoint root>/<name>``; absolute paths allowed."""
+    spark_conf: dict[str, OptionValue] = Field(default_factory=dict)
+    """Extra ``--conf`` settings for this pipeline's spark-submit (they override sluice's defaults)."""
+
+    @model_validator(mode="after")
+    def _complete_needs_aggregation(self) -> PipelineSpec:
+        if self.sink.mode == "complete" and not (self.transform and self.transform.sql):
+            raise ValueError(
+                "sink.mode: complete needs a transform.sql with an aggregation (GROUP BY); "
+                "use mode: append to copy the source as it is"
+            )
+        return self
+
+    # --- derived locations -------------------------------------------------------------------------
+
+    def source_path(self, settings: Settings) -> str:
+        return _resolve(self.source.path, settings.lake_root)
+
+    def sink_path(self, settings: Settings) -> str:
+        return _resolve(self.sink.path or self.name, settings.lake_root)
+
+    def checkpoint_path(self, settings: Settings) -> str:
+        return _resolve(self.checkpoint or self.name, settings.checkpoint_root)
+
+    # --- advice that is not an error -------------------------------------------------------------
+
+    def warnings(self) -> list[str]:
+        """Things that are valid but likely not what the user wants."""
+        found = []
+        sql = self.transform.sql if self.transform else None
+        stateful = bool(sql and _STATEFUL_SQL_RE.search(sql))
+        if self.trigger == "once" and self.sink.mode == "append" and stateful and self.transform.watermark:
+            found.append(
+                "trigger: once with a stateful append query: Trigger.Once runs no no-data batch, so windows "
+                "that the watermark has passed are only written when NEW data arrives, not by a run that finds "
+                "nothing new. Use trigger: available_now (the default), which does run it."
+            )
+        return found
+
+
+def _resolve(path: str, root: Path) -> str:
+    candidate = Path(path).expanduser()
+    if "://" in path:  # a URI (s3a://, abfss://, file://): used as it is
+        return path
+    return str(candidate if candidate.is_absolute() else (root / candidate).resolve())
+
+
+# --- loading -------------------------------------------------------------------------------------
+
+_FIELD_HINTS = {
+    "literal_error": "is not allowed",
+    "extra_forbidden": "is not a field here",
+    "missing": "is required",
+}
+
+
+def _describe(error: dict[str, Any]) -> str:
+    """One pydantic error as ``field.path: problem; what is allowed``."""
+    loc = [str(p) for p in error["loc"] if not str(p).startswith(("function-after", "FileSource"))]
+    field = ".".join("schema" if p == "schema_" else p for p in loc) or "(top level)"
+    kind = error["type"]
+    if kind == "literal_error":
+        allowed = error.get("ctx", {}).get("expected", "")
+        allowed = allowed.replace("'", "").replace(" or ", ", ")
+        return f"{field}: {error['input']!r} is not allowed; use one of: {allowed}"
+    if kind == "extra_forbidden":
+        return f"{field}: unknown field; check its spelling (fields are documented in README.md, 'Writing a spec')"
+    if kind == "missing":
+        return f"{field}: is required"
+    if kind == "string_pattern_mismatch":
+        return f"{field}: {error['input']!r} must match {NAME_PATTERN} (lower-case letters, digits, _)"
+    message = error["msg"].removeprefix("Value error, ")
+    # model validators name the sub-field themselves ("schema: required ..."): prefix the parent path
+    sub = re.match(r"^([a-z_.]+): (.*)$", message, re.DOTALL)
+    if sub:
+        field = sub.group(1) if field == "(top level)" else f"{field}.{sub.group(1)}"
+        message = sub.group(2)
+    return f"{field}: {message}"
+
+
+def parse_spec(data: Any, source: str = "<spec>") -> PipelineSpec:
+    """Validate an already-loaded YAML document."""
+    if not isinstance(data, dict):
+        raise SpecError(source, [f"the spec must be a YAML mapping of fields, not {type(data).__name__}"])
+    try:
+        return PipelineSpec.model_validate(data)
+    except ValidationError as err:
+        raise SpecError(source, [_describe(e) for e in err.errors()]) from None
+
+
+def load_spec(path: str | Path) -> PipelineSpec:
+    """Read and validate one spec file."""
+    path = Path(path)
+    source = _display(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SpecError(source, ["no such file"]) from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        raise SpecError(source, [f"not valid YAML: {err}"]) from None
+    return parse_spec(data, source)
+
+
+def spec_files(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.glob("*.y*ml") if p.suffix in (".yaml", ".yml"))
+
+
+def load_pipeline_dir(folder: Path) -> tuple[dict[Path, PipelineSpec], list[SpecError]]:
+    """Every spec in a folder: the valid ones by file, and one error per invalid file.
+
+    Two files with the same pipeline ``name`` are both errors (they would share a DAG and a checkpoint).
+    """
+    specs: dict[Path, PipelineSpec] = {}
+    errors: list[SpecError] = []
+    for path in spec_files(folder):
+        try:
+            specs[path] = load_spec(path)
+        except SpecError as err:
+            errors.append(err)
+    by_name: dict[str, list[Path]] = {}
+    for path, spec in specs.items():
+        by_name.setdefault(spec.name, []).append(path)
+    for name, paths in by_name.items():
+        if len(paths) > 1:
+            for path in paths:
+                others = ", ".join(_display(p) for p in paths if p != path)
+                errors.append(SpecError(_display(path), [f"name: {name!r} is also used by {others}; names are unique"]))
+                del specs[path]
+    return specs, errors
+
+
+def _display(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)

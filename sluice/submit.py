@@ -1,0 +1,103 @@
+"""One code path from a spec to the spark-submit arguments.
+
+:func:`build_submit_plan` gives a :class:`SubmitPlan`; the Airflow operator hands its fields to
+``SparkSubmitOperator`` and ``sluice run`` hands the same fields to ``SparkSubmitHook``, so both run
+the very same command, built, masked and logged by the provider's hook.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sluice.settings import Settings
+from sluice.spark_conf import default_spark_conf
+from sluice.spec import PipelineSpec, Trigger
+
+
+def spark_jobs_dir() -> Path:
+    """Where the Spark job's files are, found without importing PySpark."""
+    found = importlib.util.find_spec("spark_jobs")
+    if found is None or found.origin is None:
+        raise ModuleNotFoundError("the spark_jobs package is not installed: run `make install`")
+    return Path(found.origin).parent
+
+
+@dataclass(frozen=True)
+class SubmitPlan:
+    """Everything spark-submit needs for one run. Field names are SparkSubmitHook's arguments."""
+
+    application: str
+    application_args: list[str]
+    conf: dict[str, str]
+    jars: str
+    name: str
+    conn_id: str
+    env_vars: dict[str, str] = field(default_factory=dict)
+    summary_file: Path | None = None
+
+    def hook_kwargs(self) -> dict[str, Any]:
+        """Arguments for ``SparkSubmitHook`` (the application goes to ``submit()``)."""
+        return {
+            "conf": self.conf,
+            "conn_id": self.conn_id,
+            "jars": self.jars,
+            "name": self.name,
+            "application_args": self.application_args,
+            "env_vars": self.env_vars,
+        }
+
+
+def build_submit_plan(
+    spec_path: str | Path,
+    spec: PipelineSpec,
+    settings: Settings,
+    *,
+    trigger: Trigger | None = None,
+    dry_run: bool = False,
+    run_id: str,
+    summary_file: Path,
+) -> SubmitPlan:
+    jobs = spark_jobs_dir()
+    conf = {
+        **default_spark_conf(),
+        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{jobs / 'log4j2.properties'}",
+        **{k: _conf_value(v) for k, v in spec.spark_conf.items()},
+    }
+    args = ["--spec", str(Path(spec_path).resolve()), "--trigger", trigger or spec.trigger, "--run-id", run_id]
+    if dry_run:
+        args.append("--dry-run")
+    args += ["--summary-file", str(summary_file)]
+    return SubmitPlan(
+        application=str(jobs / "run_pipeline.py"),
+        application_args=args,
+        conf=conf,
+        jars=",".join(str(j) for j in settings.spark_jars()),
+        name=f"sluice-{spec.name}{'-dry-run' if dry_run else ''}",
+        conn_id=settings.spark_conn_id,
+        env_vars=spark_env(settings),
+        summary_file=summary_file,
+    )
+
+
+def spark_env(settings: Settings) -> dict[str, str]:
+    """Environment of the spark-submit process: the driver resolves paths exactly as we did."""
+    python = os.environ.get("PYSPARK_PYTHON") or sys.executable
+    return {
+        "SLUICE_HOME": str(settings.home),
+        "SLUICE_PIPELINES": str(settings.pipelines_dir),
+        "SLUICE_LAKE_ROOT": str(settings.lake_root),
+        "SLUICE_CHECKPOINT_ROOT": str(settings.checkpoint_root),
+        "SLUICE_JARS": str(settings.jars_dir),
+        "PYSPARK_PYTHON": python,
+        "PYSPARK_DRIVER_PYTHON": python,
+        "SPARK_LOCAL_IP": os.environ.get("SPARK_LOCAL_IP", "127.0.0.1"),
+    }
+
+
+def _conf_value(value: object) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)

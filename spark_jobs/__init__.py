@@ -1,0 +1,1 @@
+"""The Spark side of sluice: read -> transform -> write -> summary. Never imports Airflow."""

@@ -1,0 +1,99 @@
+"""Watching a query: per-batch progress lines on stderr while it runs, and the batch list afterwards."""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql.streaming import StreamingQueryListener
+
+
+class ProgressCollector(StreamingQueryListener):
+    """Collects every progress report of one query and prints a line per executed batch to stderr.
+
+    ``query.recentProgress`` keeps only the last 100 reports
+    (``spark.sql.streaming.numRecentProgressUpdates``); a rate-limited catch-up can run more batches.
+    Listener events arrive asynchronously, so :func:`batches_of` merges both views by batch id.
+    """
+
+    def __init__(self, query_name: str, stream=None):
+        self.query_name = query_name
+        self.reports: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+        self._stream = stream or sys.stderr
+
+    def onQueryStarted(self, event) -> None:  # noqa: N802 (Spark's API)
+        pass
+
+    def onQueryProgress(self, event) -> None:  # noqa: N802
+        report = json.loads(event.progress.json)
+        if report.get("name") != self.query_name:
+            return
+        with self._lock:
+            self.reports.append(report)
+        if is_executed(report):
+            print(progress_line(report), file=self._stream, flush=True)
+
+    def onQueryIdle(self, event) -> None:  # noqa: N802
+        pass
+
+    def onQueryTerminated(self, event) -> None:  # noqa: N802
+        pass
+
+
+def is_executed(report: dict[str, Any]) -> bool:
+    """True for a report of a micro-batch that ran (with or without data), not an idle tick."""
+    return "addBatch" in report.get("durationMs", {})
+
+
+def progress_line(report: dict[str, Any]) -> str:
+    durations = report.get("durationMs", {})
+    line = (
+        f"[sluice] {report.get('name')} batch {report['batchId']}: {report.get('numInputRows', 0)} rows in, "
+        f"{report.get('processedRowsPerSecond', 0.0):.0f} rows/s, {durations.get('triggerExecution', 0)} ms "
+        f"(addBatch {durations.get('addBatch', 0)} ms, latestOffset {durations.get('latestOffset', 0)} ms)"
+    )
+    watermark = report.get("eventTime", {}).get("watermark")
+    if watermark:
+        line += f", watermark {watermark}"
+    state = report.get("stateOperators") or []
+    if state:
+        line += f", state rows {sum(op.get('numRowsTotal', 0) for op in state)}"
+    return line
+
+
+def batches_of(collector_reports: list[dict[str, Any]], recent: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The executed batches of a run, one report each, in batch order."""
+    by_batch: dict[int, dict[str, Any]] = {}
+    for report in [*collector_reports, *recent]:
+        if is_executed(report):
+            by_batch[report["batchId"]] = report
+    return [by_batch[b] for b in sorted(by_batch)]
+
+
+def files_of_batch(checkpoint: str, batch_id: int, source_index: int = 0) -> list[str] | None:
+    """The files a file-source batch read, from the checkpoint's source log (``sources/0/<batch>``).
+
+    Every ``compactInterval`` batches Spark folds the log into ``<n>.compact``, whose entries keep their
+    ``batchId``. Returns None where the log is not on a local path.
+    """
+    folder = Path(checkpoint) / "sources" / str(source_index)
+    if "://" in checkpoint or not folder.is_dir():
+        return None
+    candidates = [folder / str(batch_id)]
+    compacts = sorted(
+        (int(p.name.split(".")[0]) for p in folder.glob("*.compact")), key=int
+    )
+    candidates += [folder / f"{n}.compact" for n in compacts if n >= batch_id]
+    for path in candidates:
+        if path.is_file():
+            files = []
+            for line in path.read_text(encoding="utf-8").splitlines()[1:]:  # first line: log version
+                entry = json.loads(line)
+                if entry.get("batchId") == batch_id:
+                    files.append(entry["path"])
+            return files
+    return None

@@ -1,0 +1,145 @@
+"""One run of one pipeline: source -> transform -> Delta sink, one one-shot query, then the run summary."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import SparkSession
+
+from sluice.settings import Settings
+from sluice.spec import PipelineSpec, Trigger
+from spark_jobs.delta_table import as_json, commits_since, current_version
+from spark_jobs.progress import ProgressCollector, batches_of, files_of_batch
+from spark_jobs.sink import start_write
+from spark_jobs.source import read_stream
+from spark_jobs.transform import apply_transform
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    trigger: Trigger
+    dry_run: bool = False
+    run_id: str = "adhoc"
+
+
+class RunFailed(RuntimeError):
+    """The query failed; ``summary`` holds what was known, with ``status: failed`` and the ``error``."""
+
+    def __init__(self, summary: dict[str, Any]):
+        self.summary = summary
+        super().__init__(summary["error"])
+
+
+def run_pipeline(spark: SparkSession, spec: PipelineSpec, settings: Settings, options: RunOptions) -> dict[str, Any]:
+    """Run the pipeline's query once to completion and return the run summary.
+
+    A dry run reads from a copy of the checkpoint and writes to a scratch table, both deleted afterwards:
+    the real checkpoint and table are not touched, and the summary says what the next real run would do.
+    Raises :class:`RunFailed` (carrying the summary) if the query fails.
+    """
+    table = spec.sink_path(settings)
+    checkpoint = spec.checkpoint_path(settings)
+    started = time.time()
+    summary: dict[str, Any] = {
+        "pipeline": spec.name,
+        "run_id": options.run_id,
+        "trigger": options.trigger,
+        "dry_run": options.dry_run,
+        "status": "running",
+        "started_at": datetime.fromtimestamp(started, timezone.utc).isoformat(timespec="seconds"),
+        "sink": table,
+        "checkpoint": checkpoint,
+        "batches": 0,
+        "input_rows": 0,
+        "output_rows": 0,
+        "delta_version_before": current_version(spark, table),
+        "delta_version_after": None,
+        "micro_batches": [],
+        "error": None,
+    }
+    scratch = Path(tempfile.mkdtemp(prefix=f"sluice-dry-run-{spec.name}-")) if options.dry_run else None
+    target_table, target_checkpoint = table, checkpoint
+    if scratch is not None:
+        target_table, target_checkpoint = str(scratch / "table"), str(scratch / "checkpoint")
+        if Path(checkpoint).is_dir():
+            shutil.copytree(checkpoint, target_checkpoint)
+        summary["scratch"] = str(scratch)
+
+    collector = ProgressCollector(query_name=spec.name)
+    spark.streams.addListener(collector)
+    query = None
+    try:
+        df = apply_transform(read_stream(spark, spec, settings), spec.transform)
+        query = start_write(
+            df, spec, table_path=target_table, checkpoint=target_checkpoint,
+            trigger=options.trigger, query_name=spec.name,
+        )
+        query.awaitTermination()
+        error = query.exception()
+        if error is not None:
+            summary["error"] = _first_line(error.desc if hasattr(error, "desc") else str(error))
+    except Exception as err:  # noqa: BLE001 - every failure becomes the summary's error, then re-raised below
+        summary["error"] = _first_line(str(err)) or type(err).__name__
+    finally:
+        spark.streams.removeListener(collector)
+
+    try:
+        if query is not None:
+            _fill_batches(spark, summary, collector, query, target_table, target_checkpoint, spec)
+        summary["delta_version_after"] = current_version(spark, table)
+    finally:
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
+            summary.pop("scratch", None)
+    summary["duration_s"] = round(time.time() - started, 3)
+    summary["status"] = "failed" if summary["error"] else "succeeded"
+    if summary["error"]:
+        raise RunFailed(summary)
+    return summary
+
+
+def _fill_batches(spark, summary, collector, query, target_table, target_checkpoint, spec) -> None:
+    reports = batches_of(collector.reports, list(query.recentProgress))
+    commits = commits_since(spark, target_table, None if summary["dry_run"] else summary["delta_version_before"], str(query.id))
+    batches = []
+    for report in reports:
+        batch_id = report["batchId"]
+        commit = commits.get(batch_id)
+        sources = []
+        for index, source in enumerate(report.get("sources", [])):
+            entry = {
+                "description": source.get("description"),
+                "start_offset": as_json(source.get("startOffset")),
+                "end_offset": as_json(source.get("endOffset")),
+                "input_rows": source.get("numInputRows", 0),
+            }
+            files = files_of_batch(target_checkpoint, batch_id, index) if spec.source.format != "kafka" else None
+            if files is not None:
+                entry["files"] = files
+            sources.append(entry)
+        batches.append({
+            "batch_id": batch_id,
+            "input_rows": report.get("numInputRows", 0),
+            # None: Delta already had this batch (a replay after a crash) and skipped it
+            "delta_version": commit["version"] if commit else None,
+            "output_rows": commit["output_rows"] if commit else 0,
+            "duration_ms": report.get("durationMs", {}),
+            "watermark": report.get("eventTime", {}).get("watermark"),
+            "sources": sources,
+        })
+    summary["micro_batches"] = batches
+    summary["batches"] = len(batches)
+    summary["input_rows"] = sum(b["input_rows"] for b in batches)
+    summary["output_rows"] = sum(b["output_rows"] for b in batches)
+    summary["skipped_batches"] = [b["batch_id"] for b in batches if b["delta_version"] is None and b["input_rows"]]
+
+
+def _first_line(text: str) -> str:
+    text = (text or "").strip()
+    return text.splitlines()[0] if text else ""

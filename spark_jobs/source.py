@@ -1,0 +1,37 @@
+"""Sources: turn a spec's ``source:`` into a streaming DataFrame."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pyspark.sql import DataFrame, SparkSession
+
+from sluice.settings import Settings
+from sluice.spec import PipelineSpec
+
+
+class SourceError(RuntimeError):
+    """The source cannot be read as the spec says; the message says what to fix."""
+
+
+def _option(value: object) -> str:
+    # YAML gives booleans; Spark's readers want "true"/"false"
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def read_stream(spark: SparkSession, spec: PipelineSpec, settings: Settings) -> DataFrame:
+    source = spec.source
+    path = spec.source_path(settings)
+    if "://" not in path and not Path(path).is_dir():
+        raise SourceError(
+            f"source.path: {path} is not a folder. Create it (files land there) or fix source.path in the "
+            f"spec; relative paths start at the lake root {settings.lake_root} (env SLUICE_LAKE_ROOT)."
+        )
+    reader = spark.readStream.format(source.format)
+    if source.schema_:
+        reader = reader.schema(source.schema_)
+    for key, value in source.options.items():
+        reader = reader.option(key, _option(value))
+    if source.max_files_per_trigger:
+        reader = reader.option("maxFilesPerTrigger", str(source.max_files_per_trigger))
+    return reader.load(path)
