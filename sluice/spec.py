@@ -28,6 +28,8 @@ _INTERVAL_RE = re.compile(
 )
 _STATEFUL_SQL_RE = re.compile(r"\bgroup\s+by\b|\bdistinct\b|\bwindow\s*\(|\bjoin\b", re.IGNORECASE)
 
+SCHEDULE_PRESETS = ("@once", "@continuous", "@hourly", "@daily", "@weekly", "@monthly", "@quarterly", "@yearly")
+
 Trigger = Literal["available_now", "once"]
 FileFormat = Literal["json", "csv", "parquet", "text"]
 SinkMode = Literal["append", "complete"]
@@ -140,8 +142,27 @@ class PipelineSpec(_Model):
     sink: Sink = Field(default_factory=Sink)
     checkpoint: str | None = None
     """Checkpoint folder: default ``<checkpoint root>/<name>``; absolute paths allowed."""
+    retries: Annotated[int, Field(ge=0)] = 1
+    """How often Airflow retries a failed run (safe: a retry resumes from the checkpoint)."""
+    retry_delay_seconds: Annotated[int, Field(ge=0)] = 30
     spark_conf: dict[str, OptionValue] = Field(default_factory=dict)
     """Extra ``--conf`` settings for this pipeline's spark-submit (they override sluice's defaults)."""
+
+    @field_validator("schedule")
+    @classmethod
+    def _airflow_schedule(cls, value: str | None) -> str | None:
+        # Checked here, not by Airflow at parse time: an invalid schedule would fail the DAG file that
+        # builds every pipeline's DAG, hiding all of them.
+        if value is None or value in SCHEDULE_PRESETS:
+            return value
+        from croniter import croniter  # Airflow's own cron parser, a dependency of Airflow
+
+        if not croniter.is_valid(value):
+            raise ValueError(
+                f"{value!r} is neither a cron expression ('0 * * * *') nor one of {', '.join(SCHEDULE_PRESETS)}; "
+                "use null for manual runs only"
+            )
+        return value
 
     @model_validator(mode="after")
     def _complete_needs_aggregation(self) -> PipelineSpec:

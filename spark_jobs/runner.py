@@ -106,11 +106,18 @@ def run_pipeline(spark: SparkSession, spec: PipelineSpec, settings: Settings, op
 
 def _fill_batches(spark, summary, collector, query, target_table, target_checkpoint, spec) -> None:
     reports = batches_of(collector.reports, list(query.recentProgress))
-    commits = commits_since(spark, target_table, None if summary["dry_run"] else summary["delta_version_before"], str(query.id))
+    query_id = str(query.id)
+    before = None if summary["dry_run"] else summary["delta_version_before"]
+    commits = commits_since(spark, target_table, before, query_id)
+    if before is not None and any(r["batchId"] not in commits for r in reports):
+        # A batch with no new commit is either empty or a replay Delta skipped because the table already
+        # has this query's transaction for it: look for that earlier commit.
+        commits = {**commits_since(spark, target_table, None, query_id), **commits}
     batches = []
     for report in reports:
         batch_id = report["batchId"]
         commit = commits.get(batch_id)
+        replayed = commit is not None and before is not None and commit["version"] <= before
         sources = []
         for index, source in enumerate(report.get("sources", [])):
             entry = {
@@ -126,9 +133,11 @@ def _fill_batches(spark, summary, collector, query, target_table, target_checkpo
         batches.append({
             "batch_id": batch_id,
             "input_rows": report.get("numInputRows", 0),
-            # None: Delta already had this batch (a replay after a crash) and skipped it
-            "delta_version": commit["version"] if commit else None,
-            "output_rows": commit["output_rows"] if commit else 0,
+            # None: no commit by this run; see replay_of_version
+            "delta_version": commit["version"] if commit and not replayed else None,
+            "output_rows": commit["output_rows"] if commit and not replayed else 0,
+            # a batch re-run after a crash that Delta had committed already (in this version) and skipped
+            "replay_of_version": commit["version"] if replayed else None,
             "duration_ms": report.get("durationMs", {}),
             "watermark": report.get("eventTime", {}).get("watermark"),
             "sources": sources,
@@ -137,7 +146,7 @@ def _fill_batches(spark, summary, collector, query, target_table, target_checkpo
     summary["batches"] = len(batches)
     summary["input_rows"] = sum(b["input_rows"] for b in batches)
     summary["output_rows"] = sum(b["output_rows"] for b in batches)
-    summary["skipped_batches"] = [b["batch_id"] for b in batches if b["delta_version"] is None and b["input_rows"]]
+    summary["skipped_batches"] = [b["batch_id"] for b in batches if b["replay_of_version"] is not None]
 
 
 def _first_line(text: str) -> str:

@@ -30,7 +30,7 @@ def build_dag(spec_path: Path, spec: PipelineSpec) -> DAG:
         max_active_runs=1,
         tags=["sluice", f"source:{spec.source.format}"],
         doc_md=doc,
-        default_args={"retries": 1, "retry_delay": timedelta(seconds=30)},
+        default_args={"retries": spec.retries, "retry_delay": timedelta(seconds=spec.retry_delay_seconds)},
     ) as dag:
         SluicePipelineOperator(task_id="ingest", spec_path=str(spec_path))
     return dag

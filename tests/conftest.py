@@ -1,0 +1,44 @@
+"""Shared fixtures: one SparkSession for the whole run, a fresh lake per test, an isolated Airflow home."""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
+
+# Before anything imports Airflow or starts a JVM: an Airflow home of the test run's own, loopback Spark.
+_AIRFLOW_HOME = Path(tempfile.mkdtemp(prefix="sluice-test-airflow-"))
+os.environ["AIRFLOW_HOME"] = str(_AIRFLOW_HOME)
+os.environ["SLUICE_AIRFLOW_HOME"] = str(_AIRFLOW_HOME)
+os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
+os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
+# py4j logs at INFO from __del__ during interpreter shutdown, after pytest closed the streams
+logging.getLogger("py4j").setLevel(logging.WARNING)
+
+from sluice.settings import Settings, load_settings  # noqa: E402
+
+PROJECT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """The one in-process SparkSession of the test run (local[2], Delta, the project's jars and conf)."""
+    from spark_jobs.session import local_session
+
+    session = local_session(load_settings(), app_name="sluice-tests")
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def lake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Settings:
+    """Settings whose lake root, checkpoint root and pipelines folder are this test's own."""
+    for key, sub in (("SLUICE_LAKE_ROOT", "lake"), ("SLUICE_CHECKPOINT_ROOT", "checkpoints"),
+                     ("SLUICE_PIPELINES", "pipelines")):
+        (tmp_path / sub).mkdir()
+        monkeypatch.setenv(key, str(tmp_path / sub))
+    return load_settings()

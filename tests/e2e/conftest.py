@@ -1,0 +1,36 @@
+"""End-to-end fixtures: real `sluice` and `airflow` processes, real spark-submit."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BIN = Path(sys.executable).parent
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if "/e2e/" in str(item.fspath):
+            item.add_marker(pytest.mark.e2e)
+
+
+def sluice(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
+    """Run the installed `sluice` command with the test's environment (lake and pipelines from `lake`)."""
+    return subprocess.run([str(BIN / "sluice"), *args], capture_output=True, text=True, timeout=timeout,
+                          env=dict(os.environ), stdin=subprocess.DEVNULL)
+
+
+def last_json_line(text: str) -> dict:
+    return json.loads(text.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="session")
+def airflow_db():
+    """The metadata DB (SQLite) of the test run's Airflow home, migrated once."""
+    done = sluice("airflow", "db", "migrate")
+    assert done.returncode == 0, done.stderr[-3000:]

@@ -1,0 +1,63 @@
+"""`sluice run`: the real spark-submit, progress on stderr, the run summary as the last stdout line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.e2e.conftest import last_json_line, sluice
+from tests.helpers import orders_spec, tree_digest, write_orders, write_spec
+
+SUMMARY_KEYS = {"pipeline", "trigger", "dry_run", "batches", "input_rows", "output_rows",
+                "delta_version_before", "delta_version_after", "micro_batches", "status", "run_id"}
+
+
+def test_sluice_run_is_incremental_and_dry_run_predicts_the_next_run(lake, spark):
+    spec_path = write_spec(lake.pipelines_dir, orders_spec())
+    landing = lake.lake_root / "landing" / "orders"
+    write_orders(landing, "a.json", range(0, 10))
+
+    first = sluice("run", str(spec_path))
+    assert first.returncode == 0, first.stderr[-3000:]
+    summary = last_json_line(first.stdout)
+    assert SUMMARY_KEYS <= set(summary)
+    assert (summary["pipeline"], summary["trigger"], summary["dry_run"]) == ("orders", "available_now", False)
+    assert (summary["batches"], summary["input_rows"], summary["output_rows"]) == (1, 10, 10)
+    assert (summary["delta_version_before"], summary["delta_version_after"]) == (None, 0)
+    assert Path(summary["micro_batches"][0]["sources"][0]["files"][0]).name == "a.json"
+    assert "[sluice] orders batch 0: 10 rows in" in first.stderr  # progress streams to stderr
+    assert "spark-submit --master local[*]" in first.stderr  # the command, as the hook logs it
+
+    write_orders(landing, "b.json", range(10, 15))
+    checkpoint = Path(summary["checkpoint"])
+    before = tree_digest(checkpoint)
+    dry = sluice("run", "orders", "--dry-run")  # by pipeline name
+    assert dry.returncode == 0, dry.stderr[-3000:]
+    dry_summary = last_json_line(dry.stdout)
+    assert (dry_summary["dry_run"], dry_summary["input_rows"]) == (True, 5)
+    assert tree_digest(checkpoint) == before
+    assert dry_summary["delta_version_after"] == 0
+
+    third = sluice("run", str(spec_path), "--trigger", "once")
+    assert third.returncode == 0, third.stderr[-3000:]
+    real = last_json_line(third.stdout)
+    assert (real["trigger"], real["input_rows"], real["delta_version_after"]) == ("once", 5, 1)
+    assert spark.read.format("delta").load(summary["sink"]).count() == 15
+
+
+def test_sluice_run_failure_exits_1_with_the_error_in_the_summary(lake):
+    spec_path = write_spec(lake.pipelines_dir, orders_spec(transform={"sql": "SELECT missing_col FROM source"}))
+    write_orders(lake.lake_root / "landing" / "orders", "a.json", range(3))
+    done = sluice("run", str(spec_path))
+    assert done.returncode == 1
+    summary = last_json_line(done.stdout)
+    assert summary["status"] == "failed"
+    assert "missing_col" in summary["error"]
+
+
+def test_sluice_run_of_an_invalid_spec_fails_before_spark(lake):
+    spec_path = write_spec(lake.pipelines_dir, orders_spec(trigger="sometimes"))
+    done = sluice("run", str(spec_path), timeout=60)
+    assert done.returncode == 1
+    assert done.stdout == ""
+    assert f"{spec_path}: trigger: 'sometimes' is not allowed; use one of: available_now, once" in done.stderr
+    assert "spark-submit" not in done.stderr

@@ -1,0 +1,42 @@
+"""The operator's own decisions: the Spark connection must exist; test mode means dry run."""
+
+from __future__ import annotations
+
+import pytest
+
+from sluice_airflow.pipeline_operator import SluicePipelineOperator, is_dry_run
+from sluice_airflow.spark_connection import SparkConnectionMissing, connection_env, require_spark_connection
+
+
+def test_missing_spark_connection_is_a_clear_error(monkeypatch):
+    monkeypatch.delenv("AIRFLOW_CONN_NO_SUCH_SPARK", raising=False)
+    with pytest.raises(SparkConnectionMissing) as caught:
+        require_spark_connection("no_such_spark")
+    message = str(caught.value)
+    assert message.startswith("Airflow connection 'no_such_spark' is not defined")
+    assert "silently fall back to master=yarn" in message
+    assert "AIRFLOW_CONN_NO_SUCH_SPARK=" in message
+
+
+def test_project_connection_points_at_local_master(lake, monkeypatch):
+    env = connection_env(lake)
+    assert env == {"AIRFLOW_CONN_SLUICE_SPARK": '{"conn_type": "spark", "host": "local[*]"}'}
+    monkeypatch.setenv("AIRFLOW_CONN_SLUICE_SPARK", env["AIRFLOW_CONN_SLUICE_SPARK"])
+    require_spark_connection("sluice_spark")  # defined: no error
+
+
+@pytest.mark.parametrize(("value", "expected"), [("True", True), ("true", True), ("", False), (None, False)])
+def test_airflow_test_mode_means_dry_run(monkeypatch, value, expected):
+    if value is None:
+        monkeypatch.delenv("AIRFLOW_TEST_MODE", raising=False)
+    else:
+        monkeypatch.setenv("AIRFLOW_TEST_MODE", value)
+    assert is_dry_run() is expected
+
+
+def test_operator_holds_arguments_only(lake):
+    op = SluicePipelineOperator(task_id="ingest", spec_path="/specs/orders.yaml")
+    assert op.spec_path == "/specs/orders.yaml"
+    assert op._conn_id == "sluice_spark"
+    assert op.application.endswith("spark_jobs/run_pipeline.py")
+    assert "spec_path" in op.template_fields

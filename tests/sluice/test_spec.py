@@ -1,0 +1,153 @@
+"""The spec contract: valid specs load with defaults, invalid ones name the file, the field and the fix."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sluice.settings import load_settings
+from sluice.spec import SpecError, load_pipeline_dir, load_spec, parse_spec
+from tests.helpers import orders_spec, write_spec
+
+PROJECT = Path(__file__).resolve().parents[2]
+
+
+def test_issue_example_spec_loads_with_every_documented_field():
+    # Given the spec of the foundation issue, field for field
+    data = {
+        "name": "orders_bronze",
+        "schedule": "@hourly",
+        "trigger": "available_now",
+        "source": {
+            "format": "json",
+            "path": "landing/orders",
+            "schema": "id BIGINT, ts TIMESTAMP, customer STRING, amount DOUBLE",
+            "options": {},
+            "max_files_per_trigger": None,
+        },
+        "transform": {
+            "sql": "SELECT *, to_date(ts) AS day FROM source",
+            "watermark": {"column": "ts", "delay": "10 minutes"},
+        },
+        "sink": {"path": "bronze/orders", "mode": "append", "partition_by": ["day"]},
+        "checkpoint": None,
+    }
+    # When it is validated
+    spec = parse_spec(data)
+    # Then every field is there as written
+    assert spec.name == "orders_bronze"
+    assert spec.source.schema_ == "id BIGINT, ts TIMESTAMP, customer STRING, amount DOUBLE"
+    assert spec.transform.watermark.delay == "10 minutes"
+    assert spec.sink.partition_by == ["day"]
+
+
+def test_defaults_derive_table_and_checkpoint_from_the_name(lake):
+    spec = parse_spec({"name": "clicks", "source": {"format": "text", "path": "/data/clicks"}})
+    assert spec.trigger == "available_now"
+    assert spec.sink.mode == "append"
+    assert spec.source_path(lake) == "/data/clicks"
+    assert spec.sink_path(lake) == str(lake.lake_root / "clicks")
+    assert spec.checkpoint_path(lake) == str(lake.checkpoint_root / "clicks")
+
+
+def test_absolute_checkpoint_is_kept(lake, tmp_path):
+    spec = parse_spec(orders_spec(checkpoint=str(tmp_path / "ck")))
+    assert spec.checkpoint_path(lake) == str(tmp_path / "ck")
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"name": "Orders-Bronze"}, "name: 'Orders-Bronze' must match ^[a-z][a-z0-9_]*$"),
+        ({"trigger": "continuous"}, "trigger: 'continuous' is not allowed; use one of: available_now, once"),
+        ({"source": {"format": "xml", "path": "x", "schema": "a INT"}},
+         "source.format: 'xml' is not allowed; use one of: json, csv, parquet, text"),
+        ({"source": {"format": "json", "path": "x"}}, "source.schema: required for json sources"),
+        ({"source": {"format": "text", "path": "x", "schema": "a INT"}},
+         "source.schema: text sources always have the one column `value STRING`"),
+        ({"source": {"format": "json", "path": "x", "schema": "id BIGNT"}},
+         "source.schema: not a Spark DDL schema: unknown type 'BIGNT'"),
+        ({"source": {"format": "json", "path": "x", "schema": "id BIGINT, , ts TIMESTAMP"}},
+         "source.schema: not a Spark DDL schema: empty column"),
+        ({"source": {"format": "csv", "path": "x", "schema": "a INT", "max_files_per_trigger": 0}},
+         "source.max_files_per_trigger: Input should be greater than 0"),
+        ({"sink": {"mode": "merge"}}, "sink.mode: 'merge' is not allowed; use one of: append, complete"),
+        ({"sink": {"mode": "complete"}}, "sink.mode: complete needs a transform.sql with an aggregation"),
+        ({"transform": {"sql": "SELECT 1"}}, "transform.sql: the query must read the input stream"),
+        ({"transform": {"watermark": {"column": "ts", "delay": "ten minutes"}}},
+         "transform.watermark.delay: 'ten minutes' is not an interval"),
+        ({"sorce": {}}, "sorce: unknown field; check its spelling"),
+        ({"schedule": "every hour"}, "schedule: 'every hour' is neither a cron expression ('0 * * * *') nor one of"),
+        ({"schedule": "61 * * * *"}, "schedule: '61 * * * *' is neither a cron expression"),
+    ],
+)
+def test_invalid_spec_names_file_field_and_what_is_allowed(change, message):
+    with pytest.raises(SpecError) as caught:
+        parse_spec({**orders_spec(), **change}, "include/pipelines/orders.yaml")
+    assert f"include/pipelines/orders.yaml: {message}" in str(caught.value)
+
+
+@pytest.mark.parametrize("schedule", [None, "@hourly", "@continuous", "*/15 * * * *", "0 6 * * 1-5"])
+def test_airflow_schedules_are_accepted(schedule):
+    assert parse_spec({**orders_spec(), "schedule": schedule}).schedule == schedule
+
+
+def test_missing_required_fields_are_each_reported():
+    with pytest.raises(SpecError) as caught:
+        parse_spec({"schedule": "@daily"}, "s.yaml")
+    assert str(caught.value).splitlines() == ["s.yaml: name: is required", "s.yaml: source: is required"]
+
+
+def test_yaml_syntax_error_names_the_file(tmp_path):
+    path = tmp_path / "broken.yaml"
+    path.write_text("name: [unclosed\n")
+    with pytest.raises(SpecError, match=r"broken.yaml: not valid YAML"):
+        load_spec(path)
+
+
+def test_a_spec_that_is_not_a_mapping_is_refused(tmp_path):
+    path = tmp_path / "list.yaml"
+    path.write_text("- a\n- b\n")
+    with pytest.raises(SpecError, match=r"list.yaml: the spec must be a YAML mapping of fields, not list"):
+        load_spec(path)
+
+
+def test_pipeline_dir_keeps_good_specs_and_reports_bad_and_duplicate_ones(tmp_path):
+    write_spec(tmp_path, orders_spec(name="good"))
+    write_spec(tmp_path, orders_spec(name="twin"), "twin_a.yaml")
+    write_spec(tmp_path, orders_spec(name="twin"), "twin_b.yaml")
+    write_spec(tmp_path, orders_spec(name="bad", trigger="never"))
+    specs, errors = load_pipeline_dir(tmp_path)
+    assert [s.name for s in specs.values()] == ["good"]
+    messages = sorted(str(e) for e in errors)
+    assert len(messages) == 3
+    assert "bad.yaml: trigger: 'never' is not allowed" in messages[0]
+    assert "twin_a.yaml: name: 'twin' is also used by" in messages[1]
+    assert "twin_b.yaml: name: 'twin' is also used by" in messages[2]
+
+
+def test_trigger_once_with_stateful_append_query_warns():
+    spec = parse_spec({
+        "name": "windows", "trigger": "once",
+        "source": {"format": "json", "path": "x", "schema": "ts TIMESTAMP, word STRING"},
+        "transform": {"watermark": {"column": "ts", "delay": "10 minutes"},
+                      "sql": "SELECT window(ts, '10 minutes'), count(*) FROM source GROUP BY 1"},
+    })
+    assert len(spec.warnings()) == 1
+    assert "Trigger.Once runs no no-data batch" in spec.warnings()[0]
+    assert parse_spec({**spec.model_dump(by_alias=True), "trigger": "available_now"}).warnings() == []
+
+
+def test_every_shipped_sample_spec_is_valid():
+    specs, errors = load_pipeline_dir(PROJECT / "include" / "pipelines")
+    assert errors == []
+    assert {s.name for s in specs.values()} >= {"orders_bronze", "customers_csv", "word_count", "events_windowed"}
+
+
+def test_lake_and_checkpoint_roots_come_from_the_environment(monkeypatch, tmp_path):
+    monkeypatch.setenv("SLUICE_LAKE_ROOT", str(tmp_path / "l"))
+    monkeypatch.setenv("SLUICE_CHECKPOINT_ROOT", str(tmp_path / "c"))
+    settings = load_settings()
+    assert settings.lake_root == tmp_path / "l"
+    assert settings.checkpoint_root == tmp_path / "c"

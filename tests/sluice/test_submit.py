@@ -1,0 +1,63 @@
+"""One code path builds the spark-submit command: the plan, handed to the provider's hook."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+
+from sluice.submit import build_submit_plan, spark_jobs_dir
+from tests.helpers import make_spec, orders_spec, write_spec
+
+PROJECT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def spark_conn(monkeypatch):
+    monkeypatch.setenv("AIRFLOW_CONN_SLUICE_SPARK", '{"conn_type": "spark", "host": "local[*]"}')
+
+
+def test_plan_gives_the_hook_the_exact_command(lake, spark_conn, tmp_path):
+    # Given a spec with a per-pipeline Spark setting
+    data = orders_spec(spark_conf={"spark.sql.shuffle.partitions": 3})
+    spec_path = write_spec(lake.pipelines_dir, data)
+    plan = build_submit_plan(
+        spec_path, make_spec(data), lake, trigger="once", dry_run=True, run_id="r1",
+        summary_file=tmp_path / "s.json",
+    )
+    # When the provider's hook builds the command from it
+    command = SparkSubmitHook(**plan.hook_kwargs())._build_spark_submit_command(plan.application)
+    # Then: master from the connection, Delta jars and conf, the job and its arguments
+    assert command[:3] == ["spark-submit", "--master", "local[*]"]
+    confs = [command[i + 1] for i, arg in enumerate(command) if arg == "--conf"]
+    assert "spark.sql.extensions=io.delta.sql.DeltaSparkSessionExtension" in confs
+    assert "spark.sql.shuffle.partitions=3" in confs  # the spec's value wins over the default
+    assert "spark.sql.shuffle.partitions=4" not in confs
+    jars = command[command.index("--jars") + 1].split(",")
+    assert any(Path(j).name.startswith("delta-spark_4.2_2.13-") for j in jars)
+    assert command[command.index("--name") + 1] == "sluice-orders-dry-run"
+    app = command.index(str(spark_jobs_dir() / "run_pipeline.py"))
+    assert command[app + 1:] == [
+        "--spec", str(spec_path), "--trigger", "once", "--run-id", "r1", "--dry-run",
+        "--summary-file", str(tmp_path / "s.json"),
+    ]
+
+
+def test_plan_passes_resolved_roots_to_the_driver(lake, tmp_path):
+    plan = build_submit_plan(
+        "x.yaml", make_spec(orders_spec()), lake, run_id="r", summary_file=tmp_path / "s.json"
+    )
+    assert plan.env_vars["SLUICE_LAKE_ROOT"] == str(lake.lake_root)
+    assert plan.env_vars["SLUICE_CHECKPOINT_ROOT"] == str(lake.checkpoint_root)
+    assert plan.env_vars["SPARK_LOCAL_IP"] == "127.0.0.1"
+    assert "--dry-run" not in plan.application_args
+    assert plan.application_args[plan.application_args.index("--trigger") + 1] == "available_now"
+
+
+def test_missing_jars_is_a_clear_error(lake, monkeypatch, tmp_path):
+    monkeypatch.setenv("SLUICE_JARS", str(tmp_path / "nojars"))
+    from sluice.settings import load_settings
+
+    with pytest.raises(FileNotFoundError, match=r"Delta's jars are missing from .*nojars/spark: run `make jars`"):
+        build_submit_plan("x.yaml", make_spec(orders_spec()), load_settings(), run_id="r", summary_file=tmp_path / "s")

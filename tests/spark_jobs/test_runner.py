@@ -1,0 +1,254 @@
+"""A pipeline run on real Spark and Delta, in-process (one session for the suite)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from pyspark.testing import assertDataFrameEqual
+
+from sluice.spec import PipelineSpec
+from spark_jobs.runner import RunFailed, RunOptions, run_pipeline
+from spark_jobs.source import SourceError
+from tests.helpers import make_spec, orders_spec, tree_digest, write_lines, write_orders
+
+
+def run(spark, spec: PipelineSpec, lake, trigger=None, dry_run=False) -> dict:
+    return run_pipeline(spark, spec, lake, RunOptions(trigger=trigger or spec.trigger, dry_run=dry_run, run_id="t"))
+
+
+def table(spark, spec, lake):
+    return spark.read.format("delta").load(spec.sink_path(lake))
+
+
+def ids(spark, spec, lake) -> list[int]:
+    return sorted(r.id for r in table(spark, spec, lake).select("id").collect())
+
+
+@pytest.mark.parametrize("trigger", ["available_now", "once"])
+def test_runs_ingest_exactly_the_new_files(spark, lake, trigger):
+    spec = make_spec(orders_spec(trigger=trigger, transform={"sql": "SELECT *, to_date(ts) AS day FROM source"},
+                                 sink={"path": "bronze/orders", "partition_by": ["day"]}))
+    landing = lake.lake_root / "landing" / "orders"
+    write_orders(landing, "a.json", range(0, 30))
+    write_orders(landing, "b.json", range(30, 50))
+
+    first = run(spark, spec, lake)
+    assert (first["batches"], first["input_rows"], first["output_rows"]) == (1, 50, 50)
+    assert (first["delta_version_before"], first["delta_version_after"]) == (None, 0)
+    assert sorted(Path(f).name for f in first["micro_batches"][0]["sources"][0]["files"]) == ["a.json", "b.json"]
+
+    second = run(spark, spec, lake)
+    assert (second["batches"], second["input_rows"], second["output_rows"]) == (0, 0, 0)
+    assert second["delta_version_before"] == second["delta_version_after"] == 0  # no new Delta version
+
+    write_orders(landing, "c.json", range(50, 57))
+    third = run(spark, spec, lake)
+    assert (third["batches"], third["input_rows"], third["output_rows"]) == (1, 7, 7)
+    assert third["delta_version_after"] == 1
+    assert [Path(f).name for f in third["micro_batches"][0]["sources"][0]["files"]] == ["c.json"]
+    assert ids(spark, spec, lake) == list(range(57))
+    assert {r.day.isoformat() for r in table(spark, spec, lake).select("day").distinct().collect()} == {
+        "2026-11-01", "2026-11-02", "2026-11-03"}
+
+
+def test_max_files_per_trigger_runs_several_batches_in_one_run(spark, lake):
+    spec = make_spec(orders_spec(source={**orders_spec()["source"], "max_files_per_trigger": 2}))
+    landing = lake.lake_root / "landing" / "orders"
+    for n in range(5):
+        write_orders(landing, f"f{n}.json", range(n * 10, n * 10 + 10))
+    summary = run(spark, spec, lake)
+    assert summary["batches"] == 3
+    assert [b["input_rows"] for b in summary["micro_batches"]] == [20, 20, 10]
+    assert [b["delta_version"] for b in summary["micro_batches"]] == [0, 1, 2]
+    assert ids(spark, spec, lake) == list(range(50))
+
+
+def test_batch_replayed_after_crash_between_delta_and_checkpoint_commit_is_skipped(spark, lake):
+    # Given two committed runs
+    spec = make_spec(orders_spec())
+    landing = lake.lake_root / "landing" / "orders"
+    write_orders(landing, "a.json", range(0, 10))
+    run(spark, spec, lake)
+    write_orders(landing, "b.json", range(10, 25))
+    run(spark, spec, lake)
+    # When the checkpoint loses its last commit, as if the driver died after Delta committed batch 1
+    # but before the checkpoint's commits/1 was written
+    checkpoint = Path(spec.checkpoint_path(lake))
+    (checkpoint / "commits" / "1").unlink()
+    (checkpoint / "commits" / ".1.crc").unlink(missing_ok=True)
+    replay = run(spark, spec, lake)
+    # Then Spark re-runs batch 1 from its offsets log, and Delta's sink skips it: same version, no duplicates
+    assert replay["batches"] == 1
+    assert replay["micro_batches"][0]["batch_id"] == 1
+    assert replay["micro_batches"][0]["delta_version"] is None
+    assert replay["micro_batches"][0]["replay_of_version"] == 1  # Delta has (query id, batch 1) already
+    assert replay["skipped_batches"] == [1]
+    assert replay["input_rows"] == 0  # the sink skipped the batch without even reading its files
+    assert replay["output_rows"] == 0
+    assert replay["delta_version_before"] == replay["delta_version_after"] == 1
+    assert ids(spark, spec, lake) == list(range(25))
+    assert (checkpoint / "commits" / "1").is_file()  # the checkpoint caught up
+
+
+def test_dry_run_leaves_checkpoint_and_table_untouched_and_predicts_the_next_run(spark, lake):
+    spec = make_spec(orders_spec())
+    landing = lake.lake_root / "landing" / "orders"
+    write_orders(landing, "a.json", range(0, 10))
+    run(spark, spec, lake)
+    write_orders(landing, "b.json", range(10, 22))
+    write_orders(landing, "c.json", range(22, 25))
+    checkpoint = Path(spec.checkpoint_path(lake))
+    before = tree_digest(checkpoint)
+
+    dry = run(spark, spec, lake, dry_run=True)
+
+    assert dry["dry_run"] is True
+    assert (dry["batches"], dry["input_rows"], dry["output_rows"]) == (1, 15, 15)
+    assert sorted(Path(f).name for f in dry["micro_batches"][0]["sources"][0]["files"]) == ["b.json", "c.json"]
+    assert tree_digest(checkpoint) == before  # byte-identical
+    assert dry["delta_version_before"] == dry["delta_version_after"] == 0
+    assert ids(spark, spec, lake) == list(range(10))
+    assert not Path(dry["checkpoint"]).joinpath("..", "scratch").exists()
+
+    real = run(spark, spec, lake)
+    assert real["input_rows"] == dry["input_rows"]
+    assert ids(spark, spec, lake) == list(range(25))
+
+
+def test_dry_run_of_a_pipeline_that_never_ran_creates_nothing(spark, lake):
+    spec = make_spec(orders_spec())
+    write_orders(lake.lake_root / "landing" / "orders", "a.json", range(4))
+    dry = run(spark, spec, lake, dry_run=True)
+    assert dry["input_rows"] == 4
+    assert dry["delta_version_after"] is None
+    assert not Path(spec.checkpoint_path(lake)).exists()
+    assert not Path(spec.sink_path(lake)).exists()
+
+
+def test_csv_with_header_and_options(spark, lake):
+    spec = make_spec({
+        "name": "customers",
+        "source": {"format": "csv", "path": "landing/customers", "options": {"header": True},
+                   "schema": "customer STRING, name STRING, signed_up DATE"},
+    })
+    write_lines(lake.lake_root / "landing" / "customers" / "c1.csv",
+                ["customer,name,signed_up", "c1,Ada,2026-10-01", 'c2,"Lovelace, Ada",2026-10-02'])
+    summary = run(spark, spec, lake)
+    assert summary["input_rows"] == 2
+    expected = spark.createDataFrame(
+        [("c1", "Ada", "2026-10-01"), ("c2", "Lovelace, Ada", "2026-10-02")], "customer STRING, name STRING, d STRING"
+    ).selectExpr("customer", "name", "to_date(d) AS signed_up")
+    assertDataFrameEqual(table(spark, spec, lake), expected)
+
+
+def test_word_count_in_complete_mode_rewrites_the_table_with_current_counts(spark, lake):
+    # The seed guide's first example, as a pipeline
+    spec = make_spec({
+        "name": "words",
+        "source": {"format": "text", "path": "landing/words"},
+        "transform": {"sql": "SELECT word, count(*) AS count FROM "
+                             "(SELECT explode(split(value, ' ')) AS word FROM source) GROUP BY word"},
+        "sink": {"mode": "complete"},
+    })
+    landing = lake.lake_root / "landing" / "words"
+    write_lines(landing / "1.txt", ["apache spark", "apache hadoop"])
+    run(spark, spec, lake)
+    assertDataFrameEqual(
+        table(spark, spec, lake),
+        spark.createDataFrame([("apache", 2), ("spark", 1), ("hadoop", 1)], "word STRING, count BIGINT"),
+    )
+    write_lines(landing / "2.txt", ["apache spark", "spark streaming"])
+    second = run(spark, spec, lake)
+    assert second["input_rows"] == 2
+    assertDataFrameEqual(
+        table(spark, spec, lake),
+        spark.createDataFrame([("apache", 3), ("spark", 3), ("hadoop", 1), ("streaming", 1)],
+                              "word STRING, count BIGINT"),
+    )
+
+
+WINDOWED = {
+    "name": "windowed",
+    "source": {"format": "json", "path": "landing/events", "schema": "ts TIMESTAMP, word STRING"},
+    "transform": {
+        "watermark": {"column": "ts", "delay": "10 minutes"},
+        "sql": "SELECT window.start AS start, window.end AS end, word, count(*) AS count FROM source "
+               "GROUP BY window(ts, '10 minutes', '5 minutes'), word",
+    },
+    "sink": {"mode": "append"},
+}
+
+
+def events(folder: Path, name: str, pairs: list[tuple[str, str]]) -> None:
+    write_lines(folder / name, [json.dumps({"ts": f"2026-11-01T{t}:00Z", "word": w}) for t, w in pairs])
+
+
+def windows(spark, spec, lake) -> set[tuple[str, str, str, int]]:
+    return {
+        (r.start.strftime("%H:%M"), r.end.strftime("%H:%M"), r.word, r["count"])
+        for r in table(spark, spec, lake).collect()
+    }
+
+
+FIRST_WINDOWS = {  # windows ending by the 12:16 watermark (max event 12:26 - 10 minutes)
+    ("11:55", "12:05", "a", 2), ("12:00", "12:10", "a", 2), ("12:00", "12:10", "b", 1),
+    ("12:05", "12:15", "b", 1), ("12:05", "12:15", "a", 1),
+}
+SECOND_WINDOWS = {  # ending by the 12:30 watermark after 12:40 arrives
+    ("12:10", "12:20", "a", 2), ("12:15", "12:25", "a", 1), ("12:20", "12:30", "b", 1),
+}
+
+
+def test_windowed_count_writes_each_window_once_after_the_watermark_passes(spark, lake):
+    spec = make_spec(WINDOWED)
+    landing = lake.lake_root / "landing" / "events"
+    events(landing, "1.json", [("12:01", "a"), ("12:03", "a"), ("12:07", "b"), ("12:12", "a"), ("12:26", "b")])
+    first = run(spark, spec, lake)
+    # AvailableNow runs the data batch, then a no-data batch that applies the new watermark
+    assert first["batches"] == 2
+    assert first["micro_batches"][-1]["input_rows"] == 0
+    assert windows(spark, spec, lake) == FIRST_WINDOWS
+
+    events(landing, "2.json", [("12:18", "a"), ("12:40", "b")])
+    run(spark, spec, lake)
+    assert windows(spark, spec, lake) == FIRST_WINDOWS | SECOND_WINDOWS  # final counts, each window once
+    assert table(spark, spec, lake).count() == len(FIRST_WINDOWS | SECOND_WINDOWS)
+
+
+def test_trigger_once_does_not_emit_passed_windows_without_new_data(spark, lake):
+    # The pitfall `sluice validate` warns about: Trigger.Once runs no no-data batch
+    spec = make_spec({**WINDOWED, "trigger": "once"})
+    landing = lake.lake_root / "landing" / "events"
+    events(landing, "1.json", [("12:01", "a"), ("12:03", "a"), ("12:07", "b"), ("12:12", "a"), ("12:26", "b")])
+    assert run(spark, spec, lake)["batches"] == 1
+    assert windows(spark, spec, lake) == set()
+    assert run(spark, spec, lake)["batches"] == 0  # nothing new: nothing runs, nothing is emitted
+    assert windows(spark, spec, lake) == set()
+    # Only new data releases them: its batch runs with the 12:16 watermark the commit log kept
+    events(landing, "2.json", [("12:18", "a"), ("12:40", "b")])
+    assert run(spark, spec, lake)["batches"] == 1
+    assert windows(spark, spec, lake) == FIRST_WINDOWS  # and the 12:30 ones wait for the next data
+
+
+def test_missing_source_folder_is_a_clear_error(spark, lake):
+    spec = make_spec(orders_spec())
+    with pytest.raises(RunFailed) as caught:
+        run(spark, spec, lake)
+    assert caught.value.summary["status"] == "failed"
+    assert str(caught.value) == (
+        f"source.path: {lake.lake_root}/landing/orders is not a folder. Create it (files land there) or fix "
+        f"source.path in the spec; relative paths start at the lake root {lake.lake_root} (env SLUICE_LAKE_ROOT)."
+    )
+
+
+def test_query_failure_is_reported_in_the_summary(spark, lake):
+    spec = make_spec(orders_spec(transform={"sql": "SELECT no_such_column FROM source"}))
+    write_orders(lake.lake_root / "landing" / "orders", "a.json", range(3))
+    with pytest.raises(RunFailed) as caught:
+        run(spark, spec, lake)
+    assert caught.value.summary["status"] == "failed"
+    assert "no_such_column" in caught.value.summary["error"]
+    assert not Path(spec.sink_path(lake)).exists()
