@@ -15,13 +15,14 @@ STAMPS := var/stamps
 export SPARK_LOCAL_IP := 127.0.0.1
 export PYSPARK_PYTHON := $(CURDIR)/$(BIN)/python
 
-.PHONY: help install venv jars airflow-db demo test test-fast clean clean-data airflow-standalone
+.PHONY: help install venv jars airflow-db demo test test-fast clean clean-data airflow-standalone kafka-up kafka-down
 
 help:
 	@echo "make demo    install everything, ingest sample data twice through Airflow, show the table"
 	@echo "make test    install everything and run the test suite"
 	@echo "make install the virtualenv (.venv), the jars (var/jars) and the Airflow DB (var/airflow)"
 	@echo "make airflow-standalone   the Airflow UI on http://127.0.0.1:8080 (SQLite, low parallelism)"
+	@echo "make kafka-up / kafka-down  a local Kafka broker (KRaft) on 127.0.0.1:9092 (SLUICE_KAFKA_PORT)"
 
 # --- set-up ---------------------------------------------------------------------------------------
 
@@ -65,6 +66,12 @@ test-fast: install
 
 airflow-standalone: install
 	$(BIN)/sluice airflow standalone
+
+kafka-up: venv jars
+	$(BIN)/sluice kafka up
+
+kafka-down: venv
+	$(BIN)/sluice kafka down
 
 clean-data:
 	rm -rf var/lake var/checkpoints

@@ -4,6 +4,7 @@
     sluice run SPEC [--trigger T] [--dry-run]        run a pipeline once, as its Airflow task does
     sluice show SPEC [--limit N]                     the pipeline's Delta table: history and rows
     sluice airflow ARGS...                           the airflow CLI with the project's environment
+    sluice kafka up|down|status|create-topic T       the project's local Kafka broker
     sluice env                                       that environment, as shell exports
 
 SPEC is a spec file, or the name of a pipeline in the pipelines folder. ``sluice run`` streams Spark's
@@ -60,7 +61,9 @@ def project_env(settings: Settings) -> dict[str, str]:
         "PATH": bin_dir + os.pathsep + os.environ.get("PATH", ""),
         **spark_env(settings),
     }
-    for key, value in connection_env(settings).items():
+    kafka = json.dumps({"conn_type": "kafka", "host": "127.0.0.1", "port": settings.kafka_port,
+                        "extra": {"security.protocol": "PLAINTEXT"}})
+    for key, value in {**connection_env(settings), "AIRFLOW_CONN_SLUICE_KAFKA": kafka}.items():
         env[key] = os.environ.get(key, value)
     return env
 
@@ -97,6 +100,7 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     from airflow.sdk.exceptions import AirflowException
 
     from sluice.submit import build_submit_plan
+    from sluice_airflow.kafka_connection import kafka_secret_env
     from sluice_airflow.spark_connection import require_spark_connection
 
     # after Airflow's import, which configures logging its own way: the hook's lines go to stderr
@@ -107,6 +111,7 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
         plan = build_submit_plan(
             spec_path, spec, settings, trigger=args.trigger, dry_run=args.dry_run, run_id=run_id,
             summary_file=Path(tmp) / "summary.json",
+            secret_env=kafka_secret_env(spec),
         )
         require_spark_connection(plan.conn_id)
         failed = None
@@ -159,6 +164,35 @@ def cmd_airflow(args: argparse.Namespace, settings: Settings) -> int:
     os.execv(airflow, [airflow, *args.args])
 
 
+def cmd_kafka(args: argparse.Namespace, settings: Settings) -> int:
+    """The project's local Kafka broker (KRaft, 127.0.0.1:SLUICE_KAFKA_PORT), data in var/kafka."""
+    from sluice.kafka_broker import Broker, create_topic, start_broker, stop_broker
+
+    broker = Broker.load(settings.kafka_home)
+    if args.action == "up":
+        if broker and broker.running():
+            print(f"kafka: already running at {broker.bootstrap_servers} (pid {broker.pid})")
+            return 0
+        broker = start_broker(settings.kafka_home, settings.jars_dir, port=settings.kafka_port)
+        print(f"kafka: running at {broker.bootstrap_servers} (pid {broker.pid}, data in {settings.kafka_home})")
+    elif args.action == "down":
+        if broker and broker.running():
+            stop_broker(broker)
+            print("kafka: stopped")
+        else:
+            print("kafka: not running")
+    elif args.action == "status":
+        running = bool(broker and broker.running())
+        print(f"kafka: running at {broker.bootstrap_servers} (pid {broker.pid})" if running else "kafka: not running")
+        return 0 if running else 1
+    elif args.action == "create-topic":
+        if not (broker and broker.running()):
+            raise RuntimeError("the local Kafka broker is not running: start it with `make kafka-up`")
+        created = create_topic(broker.bootstrap_servers, args.topic, args.partitions)
+        print(f"kafka: topic {args.topic} {'created' if created else 'exists'} ({args.partitions} partitions)")
+    return 0
+
+
 def cmd_env(args: argparse.Namespace, settings: Settings) -> int:
     for key, value in sorted(project_env(settings).items()):
         print(f"export {key}={shlex.quote(value)}")
@@ -188,6 +222,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("airflow", help="the airflow CLI with the project's environment", add_help=False)
     p.add_argument("args", nargs=argparse.REMAINDER)
     p.set_defaults(func=cmd_airflow)
+
+    p = sub.add_parser("kafka", help="the project's local Kafka broker: up, down, status, create-topic")
+    p.add_argument("action", choices=["up", "down", "status", "create-topic"])
+    p.add_argument("topic", nargs="?", help="with create-topic: the topic's name")
+    p.add_argument("--partitions", type=int, default=3, help="with create-topic (default 3)")
+    p.set_defaults(func=cmd_kafka)
 
     p = sub.add_parser("env", help="print the project's environment as shell exports")
     p.set_defaults(func=cmd_env)

@@ -12,6 +12,7 @@ env                        meaning                                     default
 ``SLUICE_CHECKPOINT_ROOT`` one checkpoint per pipeline under here      ``$SLUICE_HOME/var/checkpoints``
 ``SLUICE_JARS``            folder of fetched jars (``make jars``)      ``$SLUICE_HOME/var/jars``
 ``SLUICE_AIRFLOW_HOME``    AIRFLOW_HOME of ``sluice airflow``          ``$SLUICE_HOME/var/airflow``
+``SLUICE_KAFKA_PORT``      port of the local broker (``make kafka-up``) ``9092``
 ``SLUICE_SPARK_CONN_ID``   the Airflow connection naming the master    ``sluice_spark``
 ``SLUICE_SPARK_MASTER``    master of that connection when the project  ``local[*]``
                            defines it
@@ -46,6 +47,8 @@ class Settings(BaseModel):
     """Holds ``spark/`` (Delta, Kafka connector) and ``kafka/`` (the broker), fetched by ``make jars``."""
     airflow_home: Path
     """AIRFLOW_HOME for ``sluice airflow`` and the make targets (SQLite metadata DB, logs, config)."""
+    kafka_port: int
+    """Port of the project's local Kafka broker (``sluice kafka up``); its data lives in ``var/kafka``."""
     spark_conn_id: str
     """Airflow connection whose host is the Spark master."""
     spark_master: str
@@ -54,6 +57,10 @@ class Settings(BaseModel):
     @property
     def var_dir(self) -> Path:
         return self.home / "var"
+
+    @property
+    def kafka_home(self) -> Path:
+        return self.var_dir / "kafka"
 
     def spark_jars(self) -> list[Path]:
         """The jars handed to spark-submit: Delta and the Kafka connector, as fetched at set-up."""
@@ -82,6 +89,7 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         checkpoint_root=folder("SLUICE_CHECKPOINT_ROOT", home / "var" / "checkpoints"),
         jars_dir=folder("SLUICE_JARS", home / "var" / "jars"),
         airflow_home=folder("SLUICE_AIRFLOW_HOME", home / "var" / "airflow"),
+        kafka_port=int(env.get("SLUICE_KAFKA_PORT") or 9092),
         spark_conn_id=env.get("SLUICE_SPARK_CONN_ID") or "sluice_spark",
         spark_master=env.get("SLUICE_SPARK_MASTER") or "local[*]",
     )

@@ -11,6 +11,7 @@ json, csv, parquet, text``.
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -117,6 +118,108 @@ class FileSource(_Model):
         return self
 
 
+KAFKA_COLUMNS = ("key", "topic", "partition", "offset", "timestamp")
+RAW_VALUE_COLUMN = "_raw_value"
+
+
+class KafkaValue(_Model):
+    """How to read the record value."""
+
+    format: Literal["json", "string"] = "string"
+    """``json``: parse into columns with ``schema``; ``string``: one ``value STRING`` column."""
+    schema_: str | None = Field(default=None, alias="schema")
+
+    @field_validator("schema_")
+    @classmethod
+    def _ddl(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        try:
+            columns = parse_ddl_schema(value)
+        except DdlError as err:
+            raise ValueError(f"not a Spark DDL schema: {err}") from None
+        clash = [c for c, _ in columns if c.lower() in (*KAFKA_COLUMNS, RAW_VALUE_COLUMN)]
+        if clash:
+            raise ValueError(
+                f"column(s) {', '.join(clash)} clash with the columns sluice adds for every record "
+                f"({', '.join(KAFKA_COLUMNS)}, {RAW_VALUE_COLUMN}); leave them out of the value schema"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _schema_for_json(self) -> KafkaValue:
+        if self.format == "json" and self.schema_ is None:
+            raise ValueError('schema: required for json values, as Spark DDL, e.g. schema: "id BIGINT, ts TIMESTAMP"')
+        if self.format == "string" and self.schema_ is not None:
+            raise ValueError("schema: string values are one column `value STRING`; remove schema or use format: json")
+        return self
+
+
+class KafkaSource(_Model):
+    """Kafka topics; each run reads the records that arrived since the last run (offsets in the checkpoint)."""
+
+    format: Literal["kafka"]
+    bootstrap_servers: str | None = None
+    """``host:port[,host:port]``. Or name an Airflow ``connection`` instead."""
+    connection: str | None = None
+    """Airflow connection id holding the brokers (host, port) and security settings (login, password, extra)."""
+    topics: list[str] | None = None
+    subscribe_pattern: str | None = None
+    """A Java regex of topic names (instead of ``topics``)."""
+    starting_offsets: str = "earliest"
+    """``earliest``, ``latest`` or JSON per partition (``{"orders": {"0": 42}}``); the first run only."""
+    max_offsets_per_trigger: Annotated[int, Field(gt=0)] | None = None
+    """Rate limit: at most this many records per micro-batch (a run then executes several)."""
+    value: KafkaValue = Field(default_factory=KafkaValue)
+    options: dict[str, OptionValue] = Field(default_factory=dict)
+    """Passed to Spark's Kafka source as they are: ``kafka.*`` client settings and connector options."""
+    fail_on_data_loss: bool = True
+    """A gap in the offsets (retention deleted records not yet read, a topic re-created) fails the run."""
+    timeout_seconds: Annotated[int, Field(gt=0, le=600)] = 30
+    """A broker that does not answer within this time fails the run (at start, and while fetching)."""
+
+    @field_validator("starting_offsets", mode="before")
+    @classmethod
+    def _offsets(cls, value: Any) -> str:
+        if isinstance(value, dict):
+            return json.dumps(value)
+        if value in ("earliest", "latest"):
+            return value
+        try:
+            parsed = json.loads(value)
+        except (TypeError, json.JSONDecodeError):
+            parsed = None
+        if not isinstance(parsed, dict):
+            raise ValueError(
+                f"{value!r} is not allowed; use earliest, latest, or offsets per partition as JSON "
+                '({"topic": {"0": 42, "1": -2}}, -2 = earliest, -1 = latest)'
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _subscription(self) -> KafkaSource:
+        if bool(self.topics) == bool(self.subscribe_pattern):
+            raise ValueError("topics: name the topics (topics: [orders]) or a subscribe_pattern, exactly one of them")
+        if not self.bootstrap_servers and not self.connection:
+            raise ValueError(
+                "bootstrap_servers: required (host:port), unless connection names an Airflow connection with the brokers"
+            )
+        reserved = sorted(k for k in self.options if k in _KAFKA_RESERVED_OPTIONS)
+        if reserved:
+            raise ValueError(
+                f"options: {', '.join(reserved)} are set from the spec's own fields "
+                "(bootstrap_servers, topics, subscribe_pattern, starting_offsets, max_offsets_per_trigger, "
+                "fail_on_data_loss); set them there"
+            )
+        return self
+
+
+_KAFKA_RESERVED_OPTIONS = {
+    "kafka.bootstrap.servers", "subscribe", "subscribePattern", "assign", "startingOffsets",
+    "maxOffsetsPerTrigger", "failOnDataLoss",
+}
+
+
 class Sink(_Model):
     """The Delta table the pipeline writes."""
 
@@ -137,7 +240,7 @@ class PipelineSpec(_Model):
     schedule: str | None = None
     """Any Airflow schedule (cron, ``@hourly``, ...); null = manual runs only."""
     trigger: Trigger = "available_now"
-    source: FileSource
+    source: Annotated[FileSource | KafkaSource, Field(discriminator="format")]
     transform: Transform | None = None
     sink: Sink = Field(default_factory=Sink)
     checkpoint: str | None = None
@@ -176,6 +279,8 @@ class PipelineSpec(_Model):
     # --- derived locations -------------------------------------------------------------------------
 
     def source_path(self, settings: Settings) -> str:
+        if isinstance(self.source, KafkaSource):
+            raise TypeError("a kafka source has no path")
         return _resolve(self.source.path, settings.lake_root)
 
     def sink_path(self, settings: Settings) -> str:
@@ -209,22 +314,26 @@ def _resolve(path: str, root: Path) -> str:
 
 # --- loading -------------------------------------------------------------------------------------
 
-_FIELD_HINTS = {
-    "literal_error": "is not allowed",
-    "extra_forbidden": "is not a field here",
-    "missing": "is required",
-}
+_SOURCE_FORMATS = ("json", "csv", "parquet", "text", "kafka")
 
 
 def _describe(error: dict[str, Any]) -> str:
     """One pydantic error as ``field.path: problem; what is allowed``."""
-    loc = [str(p) for p in error["loc"] if not str(p).startswith(("function-after", "FileSource"))]
+    # drop pydantic's own path elements: validator wrappers, and the union member ("kafka", "json", ...)
+    loc = [str(p) for p in error["loc"] if not str(p).startswith(("function-after", "FileSource", "KafkaSource"))]
+    if len(loc) >= 2 and loc[0] == "source" and loc[1] in _SOURCE_FORMATS:
+        del loc[1]
     field = ".".join("schema" if p == "schema_" else p for p in loc) or "(top level)"
     kind = error["type"]
     if kind == "literal_error":
         allowed = error.get("ctx", {}).get("expected", "")
         allowed = allowed.replace("'", "").replace(" or ", ", ")
         return f"{field}: {error['input']!r} is not allowed; use one of: {allowed}"
+    if kind == "union_tag_invalid":
+        allowed = ", ".join(_SOURCE_FORMATS)
+        return f"{field}.format: {error['ctx']['tag']!r} is not allowed; use one of: {allowed}"
+    if kind == "union_tag_not_found":
+        return f"{field}.format: is required; use one of: {', '.join(_SOURCE_FORMATS)}"
     if kind == "extra_forbidden":
         return f"{field}: unknown field; check its spelling (fields are documented in README.md, 'Writing a spec')"
     if kind == "missing":

@@ -19,6 +19,10 @@ from sluice.spark_conf import default_spark_conf
 from sluice.spec import PipelineSpec, Trigger
 
 
+# Kafka client settings from an Airflow connection (SASL/SSL secrets included), base64 JSON, for the driver
+KAFKA_SECRET_ENV = "SLUICE_KAFKA_SECRET_CONFIG"
+
+
 def spark_jobs_dir() -> Path:
     """Where the Spark job's files are, found without importing PySpark."""
     found = importlib.util.find_spec("spark_jobs")
@@ -61,7 +65,10 @@ def build_submit_plan(
     dry_run: bool = False,
     run_id: str,
     summary_file: Path,
+    secret_env: dict[str, str] | None = None,
 ) -> SubmitPlan:
+    """The spark-submit arguments of one run. ``secret_env`` (e.g. Kafka credentials from an Airflow
+    connection) goes into the process environment only: the hook neither logs it nor puts it in the command."""
     jobs = spark_jobs_dir()
     conf = {
         **default_spark_conf(),
@@ -79,7 +86,7 @@ def build_submit_plan(
         jars=",".join(str(j) for j in settings.spark_jars()),
         name=f"sluice-{spec.name}{'-dry-run' if dry_run else ''}",
         conn_id=settings.spark_conn_id,
-        env_vars=spark_env(settings),
+        env_vars={**spark_env(settings), **(secret_env or {})},
         summary_file=summary_file,
     )
 

@@ -13,8 +13,9 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from sluice.settings import Settings
-from sluice.spec import PipelineSpec, Trigger
+from sluice.spec import KafkaSource, PipelineSpec, Trigger
 from spark_jobs.delta_table import as_json, commits_since, current_version
+from spark_jobs.kafka_source import explain_failure
 from spark_jobs.progress import ProgressCollector, batches_of, files_of_batch
 from spark_jobs.sink import start_write
 from spark_jobs.source import read_stream
@@ -80,12 +81,11 @@ def run_pipeline(spark: SparkSession, spec: PipelineSpec, settings: Settings, op
             df, spec, table_path=target_table, checkpoint=target_checkpoint,
             trigger=options.trigger, query_name=spec.name,
         )
-        query.awaitTermination()
-        error = query.exception()
-        if error is not None:
-            summary["error"] = _first_line(error.desc if hasattr(error, "desc") else str(error))
-    except Exception as err:  # noqa: BLE001 - every failure becomes the summary's error, then re-raised below
-        summary["error"] = _first_line(str(err)) or type(err).__name__
+        query.awaitTermination()  # raises StreamingQueryException if the query failed
+    except Exception as err:  # noqa: BLE001 - every failure becomes the summary's error, raised below
+        summary["error"] = _first_line(getattr(err, "desc", None) or str(err)) or type(err).__name__
+        if isinstance(spec.source, KafkaSource):
+            summary["error"] = explain_failure(spec.source, summary["error"])
     finally:
         spark.streams.removeListener(collector)
 
@@ -126,7 +126,7 @@ def _fill_batches(spark, summary, collector, query, target_table, target_checkpo
                 "end_offset": as_json(source.get("endOffset")),
                 "input_rows": source.get("numInputRows", 0),
             }
-            files = files_of_batch(target_checkpoint, batch_id, index) if spec.source.format != "kafka" else None
+            files = None if isinstance(spec.source, KafkaSource) else files_of_batch(target_checkpoint, batch_id, index)
             if files is not None:
                 entry["files"] = files
             sources.append(entry)

@@ -1,4 +1,4 @@
-"""Sources: turn a spec's ``source:`` into a streaming DataFrame."""
+"""Sources: turn a spec's ``source:`` into a streaming DataFrame (files here, Kafka in kafka_source)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 
 from sluice.settings import Settings
-from sluice.spec import PipelineSpec
+from sluice.spec import KafkaSource, PipelineSpec
+from spark_jobs.kafka_source import read_kafka_stream
 
 
 class SourceError(RuntimeError):
@@ -21,6 +22,8 @@ def _option(value: object) -> str:
 
 def read_stream(spark: SparkSession, spec: PipelineSpec, settings: Settings) -> DataFrame:
     source = spec.source
+    if isinstance(source, KafkaSource):
+        return read_kafka_stream(spark, source)
     path = spec.source_path(settings)
     if "://" not in path and not Path(path).is_dir():
         raise SourceError(

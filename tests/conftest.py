@@ -42,3 +42,17 @@ def lake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Settings:
         (tmp_path / sub).mkdir()
         monkeypatch.setenv(key, str(tmp_path / sub))
     return load_settings()
+
+
+SASL_USER, SASL_PASSWORD = "sluice_test", "kafka-secret-d41d8cd98f"
+
+
+@pytest.fixture(scope="session")
+def kafka_broker(tmp_path_factory):
+    """A real KRaft broker for the test run: PLAINTEXT, plus SASL_PLAINTEXT with one PLAIN user."""
+    from sluice.kafka_broker import start_broker, stop_broker
+
+    broker = start_broker(tmp_path_factory.mktemp("kafka"), load_settings().jars_dir,
+                          sasl_users={SASL_USER: SASL_PASSWORD})
+    yield broker
+    stop_broker(broker)

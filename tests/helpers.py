@@ -58,3 +58,46 @@ def tree_digest(folder: Path) -> dict[str, str]:
         for p in sorted(folder.rglob("*"))
         if p.is_file()
     }
+
+
+def new_topic(bootstrap: str, partitions: int = 3) -> str:
+    """A fresh topic with a unique name."""
+    import uuid
+
+    from sluice.kafka_broker import create_topic
+
+    name = f"t_{uuid.uuid4().hex[:10]}"
+    create_topic(bootstrap, name, partitions)
+    return name
+
+
+def produce(bootstrap: str, topic: str, ids: range, bad_values: list[str] = ()) -> None:
+    """Records {"id": i, "amount": ...} keyed by id (spread over the partitions), then any raw bad values."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for i in ids:
+        producer.produce(topic, key=str(i), value=json.dumps({"id": i, "amount": i * 0.5}))
+    for n, value in enumerate(bad_values):
+        producer.produce(topic, key=f"bad{n}", value=value)
+    assert producer.flush(30) == 0
+
+
+def end_offsets(bootstrap: str, topic: str) -> dict[str, int]:
+    """The broker's high watermark of every partition, as Spark writes offsets: {"0": n, ...}."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "sluice-tests"})
+    try:
+        partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+        return {str(p): consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in partitions}
+    finally:
+        consumer.close()
+
+
+def kafka_spec(name: str, bootstrap: str, topic: str, **source: Any) -> dict[str, Any]:
+    return {
+        "name": name,
+        "source": {"format": "kafka", "bootstrap_servers": bootstrap, "topics": [topic], "timeout_seconds": 10,
+                   "value": {"format": "json", "schema": "id BIGINT, amount DOUBLE"}, **source},
+    }

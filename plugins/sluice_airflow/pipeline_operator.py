@@ -15,6 +15,7 @@ from airflow.sdk.exceptions import AirflowException
 from sluice.settings import load_settings
 from sluice.spec import load_spec
 from sluice.submit import build_submit_plan, spark_jobs_dir
+from sluice_airflow.kafka_connection import kafka_secret_env
 from sluice_airflow.spark_connection import require_spark_connection
 
 
@@ -58,6 +59,7 @@ class SluicePipelineOperator(SparkSubmitOperator):
             plan = build_submit_plan(
                 self.spec_path, spec, settings, trigger=self.trigger or None, dry_run=dry_run,
                 run_id=run_id, summary_file=Path(tmp) / "summary.json",
+                secret_env=kafka_secret_env(spec),
             )
             require_spark_connection(plan.conn_id)
             self.application = plan.application

@@ -62,7 +62,7 @@ def test_absolute_checkpoint_is_kept(lake, tmp_path):
         ({"name": "Orders-Bronze"}, "name: 'Orders-Bronze' must match ^[a-z][a-z0-9_]*$"),
         ({"trigger": "continuous"}, "trigger: 'continuous' is not allowed; use one of: available_now, once"),
         ({"source": {"format": "xml", "path": "x", "schema": "a INT"}},
-         "source.format: 'xml' is not allowed; use one of: json, csv, parquet, text"),
+         "source.format: 'xml' is not allowed; use one of: json, csv, parquet, text, kafka"),
         ({"source": {"format": "json", "path": "x"}}, "source.schema: required for json sources"),
         ({"source": {"format": "text", "path": "x", "schema": "a INT"}},
          "source.schema: text sources always have the one column `value STRING`"),
@@ -151,3 +151,40 @@ def test_lake_and_checkpoint_roots_come_from_the_environment(monkeypatch, tmp_pa
     settings = load_settings()
     assert settings.lake_root == tmp_path / "l"
     assert settings.checkpoint_root == tmp_path / "c"
+
+
+KAFKA = {"format": "kafka", "bootstrap_servers": "127.0.0.1:9092", "topics": ["orders"]}
+
+
+def test_kafka_source_defaults():
+    spec = parse_spec({"name": "k", "source": KAFKA})
+    assert spec.source.starting_offsets == "earliest"
+    assert spec.source.fail_on_data_loss is True
+    assert spec.source.value.format == "string"
+    assert spec.source.timeout_seconds == 30
+
+
+def test_kafka_starting_offsets_accept_json_per_partition():
+    spec = parse_spec({"name": "k", "source": {**KAFKA, "starting_offsets": {"orders": {"0": 5, "1": -2}}}})
+    assert spec.source.starting_offsets == '{"orders": {"0": 5, "1": -2}}'
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"topics": None}, "source.topics: name the topics (topics: [orders]) or a subscribe_pattern, exactly one"),
+        ({"subscribe_pattern": "o.*"}, "source.topics: name the topics"),
+        ({"bootstrap_servers": None}, "source.bootstrap_servers: required (host:port), unless connection names"),
+        ({"starting_offsets": "beginning"}, "source.starting_offsets: 'beginning' is not allowed; use earliest, latest"),
+        ({"value": {"format": "json"}}, "source.value.schema: required for json values"),
+        ({"value": {"format": "avro"}}, "source.value.format: 'avro' is not allowed; use one of: json, string"),
+        ({"value": {"format": "json", "schema": "id BIGINT, offset BIGINT"}},
+         "source.value.schema: column(s) offset clash with the columns sluice adds"),
+        ({"options": {"subscribe": "x"}}, "source.options: subscribe are set from the spec's own fields"),
+        ({"path": "x"}, "source.path: unknown field"),
+    ],
+)
+def test_invalid_kafka_source(change, message):
+    with pytest.raises(SpecError) as caught:
+        parse_spec({"name": "k", "source": {**KAFKA, **change}}, "k.yaml")
+    assert f"k.yaml: {message}" in str(caught.value)

@@ -1,0 +1,170 @@
+"""The Kafka source: Spark's official connector, with a pre-flight check that fails fast and clearly.
+
+Spark's Kafka source keeps the offsets of every micro-batch in the checkpoint (``offsets/N``), so a run
+reads exactly the records that arrived since the last committed batch. Each record becomes a row with
+the value's columns plus ``key``, ``topic``, ``partition``, ``offset``, ``timestamp``.
+
+A value that is not valid JSON for the declared schema is not dropped: its row keeps the value's text in
+``_raw_value`` (null for good records) with the parsed columns null.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+
+from py4j.protocol import Py4JJavaError
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from sluice.spec import RAW_VALUE_COLUMN, KafkaSource
+from sluice.submit import KAFKA_SECRET_ENV
+_CORRUPT = "_corrupt_record"
+
+
+class KafkaSourceError(RuntimeError):
+    """The brokers or topics are not as the spec says; the message says what to fix."""
+
+
+def client_config(source: KafkaSource) -> dict[str, str]:
+    """Kafka client properties (without the ``kafka.`` prefix) for this source."""
+    config: dict[str, str] = {}
+    # Client settings from an Airflow connection (brokers, SASL/SSL secrets), handed over by the operator
+    # or `sluice run` in the spark-submit process's environment: never on the command line, never logged.
+    secret = os.environ.get(KAFKA_SECRET_ENV)
+    if secret:
+        config.update(json.loads(base64.b64decode(secret)))
+    if source.bootstrap_servers:
+        config["bootstrap.servers"] = source.bootstrap_servers
+    for key, value in source.options.items():
+        if key.startswith("kafka."):
+            config[key[len("kafka."):]] = _text(value)
+    if "bootstrap.servers" not in config:
+        raise KafkaSourceError(
+            f"source.connection {source.connection!r} gave no brokers: set its host (and port) in Airflow, "
+            "or set source.bootstrap_servers"
+        )
+    timeout_ms = str(source.timeout_seconds * 1000)
+    config.setdefault("request.timeout.ms", timeout_ms)
+    config.setdefault("default.api.timeout.ms", timeout_ms)
+    return config
+
+
+def read_kafka_stream(spark: SparkSession, source: KafkaSource) -> DataFrame:
+    config = client_config(source)
+    check_brokers_and_topics(spark, source, config)
+    reader = spark.readStream.format("kafka")
+    for key, value in config.items():
+        reader = reader.option(f"kafka.{key}", value)
+    if source.topics:
+        reader = reader.option("subscribe", ",".join(source.topics))
+    else:
+        reader = reader.option("subscribePattern", source.subscribe_pattern)
+    reader = (
+        reader.option("startingOffsets", source.starting_offsets)
+        .option("failOnDataLoss", str(source.fail_on_data_loss).lower())
+        # a fetch that gets no answer fails the task (and the run) instead of waiting for the 2-minute default
+        .option("kafkaConsumer.pollTimeoutMs", str(source.timeout_seconds * 1000))
+        .option("fetchOffset.numRetries", "2")
+    )
+    if source.max_offsets_per_trigger:
+        reader = reader.option("maxOffsetsPerTrigger", str(source.max_offsets_per_trigger))
+    for key, value in source.options.items():
+        if not key.startswith("kafka."):
+            reader = reader.option(key, _text(value))
+    return records(reader.load(), source)
+
+
+def records(raw: DataFrame, source: KafkaSource) -> DataFrame:
+    """Kafka's rows (binary key/value plus metadata) as the table's columns."""
+    metadata = [
+        F.col("key").cast("string").alias("key"),
+        F.col("topic"),
+        F.col("partition"),
+        F.col("offset"),
+        F.col("timestamp"),
+    ]
+    text = F.col("value").cast("string")
+    if source.value.format == "string":
+        return raw.select(text.alias("value"), *metadata)
+    schema = f"{source.value.schema_}, {_CORRUPT} STRING"
+    parsed = raw.select(
+        F.from_json(text, schema, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT}).alias("v"),
+        text.alias("_text"),
+        *metadata,
+    )
+    fields = [c for c in parsed.select("v.*").columns if c != _CORRUPT]
+    bad = F.col(f"v.{_CORRUPT}").isNotNull() | (F.col("_text").isNotNull() & F.col("v").isNull())
+    return parsed.select(
+        *[F.col(f"v.{c}").alias(c) for c in fields],
+        *["key", "topic", "partition", "offset", "timestamp"],
+        F.when(bad, F.col("_text")).alias(RAW_VALUE_COLUMN),
+    )
+
+
+def check_brokers_and_topics(spark: SparkSession, source: KafkaSource, config: dict[str, str]) -> None:
+    """Ask the brokers for their topics with the same client (and settings) the query will use.
+
+    Without this, an unreachable broker makes the query retry for minutes, and a missing topic only
+    shows up as an empty run.
+    """
+    jvm = spark._jvm
+    props = jvm.java.util.Properties()
+    for key, value in config.items():
+        props.put(key, value)
+    servers = config["bootstrap.servers"]
+    try:
+        admin = jvm.org.apache.kafka.clients.admin.Admin.create(props)
+    except Py4JJavaError as err:
+        raise KafkaSourceError(
+            f"cannot use the Kafka bootstrap servers {servers!r}: {_java_message(err)}. "
+            "Fix source.bootstrap_servers (host:port[,host:port]) or the connection's host and port"
+        ) from None
+    try:
+        names = set(admin.listTopics().names().get(source.timeout_seconds, jvm.java.util.concurrent.TimeUnit.SECONDS))
+    except Py4JJavaError as err:
+        raise KafkaSourceError(
+            f"Kafka broker unreachable at {servers}: no answer within {source.timeout_seconds}s "
+            f"({_java_message(err)}). Check that the broker is up and that source.bootstrap_servers / the "
+            "connection and its security settings are right; the next run resumes where the last one stopped"
+        ) from None
+    finally:
+        admin.close(jvm.java.time.Duration.ofSeconds(2))
+    if source.topics:
+        missing = [t for t in source.topics if t not in names]
+        if missing:
+            existing = ", ".join(sorted(n for n in names if not n.startswith("__"))) or "none"
+            raise KafkaSourceError(
+                f"topic(s) {', '.join(missing)} do not exist on {servers} (existing topics: {existing}). "
+                "Create them, or fix source.topics"
+            )
+
+
+def explain_failure(source: KafkaSource, error: str) -> str:
+    """Say in the user's words what a Kafka client error in a failed query means."""
+    where = source.bootstrap_servers or f"the brokers of connection {source.connection!r}"
+    if "org.apache.kafka.common.errors.TimeoutException" in error:
+        return (
+            f"Kafka broker unreachable at {where} during the run: no answer within {source.timeout_seconds}s "
+            "(source.timeout_seconds). Batches committed before stay committed; the next run resumes from "
+            f"there. Kafka said: {error.split('TimeoutException: ', 1)[-1]}"
+        )
+    if "OffsetOutOfRangeException" in error or "failOnDataLoss" in error:
+        return (
+            f"records are missing from Kafka at {where} (deleted by retention, or the topic was re-created) "
+            "before this pipeline read them. To skip the gap knowingly, set source.fail_on_data_loss: false "
+            f"for one run. Spark said: {error}"
+        )
+    return error
+
+
+def _java_message(err: Py4JJavaError) -> str:
+    cause = err.java_exception
+    while cause.getCause() is not None:
+        cause = cause.getCause()
+    return f"{cause.getClass().getSimpleName()}: {cause.getMessage()}"
+
+
+def _text(value: object) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)

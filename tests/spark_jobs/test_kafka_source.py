@@ -1,0 +1,173 @@
+"""Kafka topics into Delta on a real broker: exactly the new records each run, offsets in the checkpoint."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from sluice.kafka_broker import restart_broker, start_broker, stop_broker
+from spark_jobs.runner import RunFailed, RunOptions, run_pipeline
+from tests.helpers import end_offsets, kafka_spec, make_spec, new_topic, produce
+
+
+def run(spark, spec, lake, **options):
+    return run_pipeline(spark, spec, lake, RunOptions(trigger=spec.trigger, run_id="t", **options))
+
+
+def table(spark, spec, lake):
+    return spark.read.format("delta").load(spec.sink_path(lake))
+
+
+def ids(spark, spec, lake) -> list[int]:
+    return sorted(r.id for r in table(spark, spec, lake).select("id").collect())
+
+
+def test_runs_ingest_exactly_the_new_records_with_per_partition_offsets(spark, lake, kafka_broker):
+    bootstrap = kafka_broker.bootstrap_servers
+    topic = new_topic(bootstrap, partitions=3)
+    spec = make_spec(kafka_spec("k_incremental", bootstrap, topic))
+    produce(bootstrap, topic, range(0, 30))
+
+    first = run(spark, spec, lake)
+    assert (first["batches"], first["input_rows"], first["output_rows"]) == (1, 30, 30)
+    source = first["micro_batches"][0]["sources"][0]
+    assert source["start_offset"] is None  # first run: earliest
+    after_first = end_offsets(bootstrap, topic)
+    assert source["end_offset"] == {topic: after_first}
+    assert sum(after_first.values()) == 30 and all(n > 0 for n in after_first.values())
+
+    second = run(spark, spec, lake)
+    assert (second["batches"], second["input_rows"]) == (0, 0)
+    assert second["delta_version_before"] == second["delta_version_after"] == 0
+
+    produce(bootstrap, topic, range(30, 42))
+    third = run(spark, spec, lake)
+    assert (third["input_rows"], third["delta_version_after"]) == (12, 1)
+    source = third["micro_batches"][0]["sources"][0]
+    assert source["start_offset"] == {topic: after_first}
+    assert source["end_offset"] == {topic: end_offsets(bootstrap, topic)}
+    assert ids(spark, spec, lake) == list(range(42))
+    row = table(spark, spec, lake).where("id = 7").first()
+    assert (row.key, row.topic, row.amount, row._raw_value) == ("7", topic, 3.5, None)
+    assert row.partition in (0, 1, 2) and row.offset >= 0 and row.timestamp is not None
+
+
+def test_max_offsets_per_trigger_runs_several_batches_and_still_reads_everything(spark, lake, kafka_broker):
+    bootstrap = kafka_broker.bootstrap_servers
+    topic = new_topic(bootstrap)
+    spec = make_spec(kafka_spec("k_rate", bootstrap, topic, max_offsets_per_trigger=20))
+    produce(bootstrap, topic, range(100))
+    summary = run(spark, spec, lake)
+    assert summary["batches"] >= 5
+    assert summary["input_rows"] == 100
+    assert ids(spark, spec, lake) == list(range(100))
+
+
+def test_batch_replayed_after_crash_between_commits_adds_no_duplicates(spark, lake, kafka_broker):
+    bootstrap = kafka_broker.bootstrap_servers
+    topic = new_topic(bootstrap)
+    spec = make_spec(kafka_spec("k_replay", bootstrap, topic))
+    produce(bootstrap, topic, range(10))
+    run(spark, spec, lake)
+    produce(bootstrap, topic, range(10, 25))
+    run(spark, spec, lake)
+    checkpoint = Path(spec.checkpoint_path(lake))
+    (checkpoint / "commits" / "1").unlink()
+    (checkpoint / "commits" / ".1.crc").unlink(missing_ok=True)
+
+    replay = run(spark, spec, lake)
+
+    assert replay["skipped_batches"] == [1]
+    assert replay["delta_version_before"] == replay["delta_version_after"] == 1
+    assert ids(spark, spec, lake) == list(range(25))
+
+
+def test_values_that_are_not_valid_json_keep_their_raw_text(spark, lake, kafka_broker):
+    bootstrap = kafka_broker.bootstrap_servers
+    topic = new_topic(bootstrap, partitions=1)
+    spec = make_spec(kafka_spec("k_bad", bootstrap, topic))
+    produce(bootstrap, topic, range(3), bad_values=["{truncated", '{"id": "not a number", "amount": 1}', "42"])
+    summary = run(spark, spec, lake)
+    assert summary["input_rows"] == 6  # nothing dropped
+    bad = {r.key: (r.id, r._raw_value) for r in table(spark, spec, lake).where("_raw_value IS NOT NULL").collect()}
+    assert bad == {
+        "bad0": (None, "{truncated"),
+        "bad1": (None, '{"id": "not a number", "amount": 1}'),
+        "bad2": (None, "42"),
+    }
+    assert table(spark, spec, lake).where("_raw_value IS NULL").count() == 3
+
+
+def test_missing_topic_is_a_clear_error(spark, lake, kafka_broker):
+    bootstrap = kafka_broker.bootstrap_servers
+    spec = make_spec(kafka_spec("k_missing", bootstrap, "no_such_topic"))
+    with pytest.raises(RunFailed, match=rf"^topic\(s\) no_such_topic do not exist on {bootstrap} \(existing topics: "):
+        run(spark, spec, lake)
+
+
+def test_bad_bootstrap_address_is_a_clear_error(spark, lake):
+    spec = make_spec(kafka_spec("k_badhost", "no-such-host.invalid:9092", "t"))
+    with pytest.raises(RunFailed) as caught:
+        run(spark, spec, lake)
+    assert str(caught.value).startswith("cannot use the Kafka bootstrap servers 'no-such-host.invalid:9092'")
+    assert "No resolvable bootstrap urls" in str(caught.value)
+
+
+@pytest.fixture
+def own_broker(tmp_path, lake):
+    """A broker of this test's own, to stop and start without disturbing the others."""
+    broker = start_broker(tmp_path / "broker", lake.jars_dir)
+    yield broker
+    stop_broker(broker)
+
+
+def test_broker_down_at_start_fails_fast_then_the_next_run_catches_up(spark, lake, own_broker):
+    bootstrap = own_broker.bootstrap_servers
+    topic = new_topic(bootstrap)
+    spec = make_spec(kafka_spec("k_down", bootstrap, topic, timeout_seconds=5))
+    produce(bootstrap, topic, range(20))
+    run(spark, spec, lake)
+    produce(bootstrap, topic, range(20, 30))
+    stop_broker(own_broker)
+
+    started = time.monotonic()
+    with pytest.raises(RunFailed) as caught:
+        run(spark, spec, lake)
+    assert time.monotonic() - started < 30
+    assert str(caught.value).startswith(f"Kafka broker unreachable at {bootstrap}: no answer within 5s")
+
+    restart_broker(own_broker, lake.jars_dir)
+    assert run(spark, spec, lake)["input_rows"] == 10
+    assert ids(spark, spec, lake) == list(range(30))
+
+
+def test_broker_stopped_mid_run_fails_in_bounded_time_and_loses_nothing(spark, lake, own_broker):
+    bootstrap = own_broker.bootstrap_servers
+    topic = new_topic(bootstrap)
+    spec = make_spec(kafka_spec("k_midrun", bootstrap, topic, timeout_seconds=5, max_offsets_per_trigger=60))
+    produce(bootstrap, topic, range(600))
+    commits = Path(spec.checkpoint_path(lake)) / "commits"
+    stopped = threading.Event()
+
+    def stop_after_two_batches():
+        deadline = time.monotonic() + 120
+        while not (commits / "1").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        stop_broker(own_broker)
+        stopped.set()
+
+    threading.Thread(target=stop_after_two_batches, daemon=True).start()
+    with pytest.raises(RunFailed) as caught:
+        run(spark, spec, lake)
+    assert stopped.is_set()
+    assert "Kafka broker unreachable at" in str(caught.value)
+    assert "during the run" in str(caught.value)
+    partial = len(ids(spark, spec, lake))
+    assert 0 < partial < 600
+
+    restart_broker(own_broker, lake.jars_dir)
+    run(spark, spec, lake)
+    assert ids(spark, spec, lake) == list(range(600))  # every record exactly once
