@@ -15,11 +15,12 @@ STAMPS := var/stamps
 export SPARK_LOCAL_IP := 127.0.0.1
 export PYSPARK_PYTHON := $(CURDIR)/$(BIN)/python
 
-.PHONY: help install venv jars airflow-db demo test test-fast clean clean-data airflow-standalone kafka-up kafka-down
+.PHONY: help install venv jars airflow-db demo test test-fast bench clean clean-data airflow-standalone kafka-up kafka-down
 
 help:
 	@echo "make demo    install everything, ingest sample data twice through Airflow, show the table"
 	@echo "make test    install everything and run the test suite"
+	@echo "make bench   sluice vs plain Spark, same machine, same run: bench/results/bench.{md,json,png}"
 	@echo "make install the virtualenv (.venv), the jars (var/jars) and the Airflow DB (var/airflow)"
 	@echo "make airflow-standalone   the Airflow UI on http://127.0.0.1:8080 (SQLite, low parallelism)"
 	@echo "make kafka-up / kafka-down  a local Kafka broker (KRaft) on 127.0.0.1:9092 (SLUICE_KAFKA_PORT)"
@@ -58,6 +59,9 @@ demo: install
 
 test: install
 	$(BIN)/python -m pytest
+
+bench: install
+	$(BIN)/python bench/run_bench.py
 
 test-fast: install
 	$(BIN)/python -m pytest -m "not e2e"

@@ -1,5 +1,7 @@
-"""`make demo`: sample data lands, the orders_bronze DAG runs through Airflow, more data lands, it runs
-again and ingests exactly the new rows; then the Delta table is shown.
+"""`make demo`: sample files land and click events go to Kafka; the orders_bronze (files) and clicks_kafka
+(Kafka) DAGs run through Airflow; more data arrives; they run again and ingest exactly the new rows; then
+a Delta table is shown. The local Kafka broker is started for the demo (and stopped after it) unless it
+was already running.
 
 Every step is a command a user can type; the demo prints each before running it.
 """
@@ -11,9 +13,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+from sluice.kafka_broker import Broker
+from sluice.settings import load_settings
+
 BIN = Path(sys.executable).parent
 HOME = Path(__file__).resolve().parent.parent
 PIPELINE = "orders_bronze"
+KAFKA_PIPELINE = "clicks_kafka"
 
 
 def run(cmd: list[str], capture: bool = False) -> str:
@@ -42,26 +48,53 @@ def airflow_run(dag_id: str) -> dict:
     )
     for batch in summary["micro_batches"]:
         for source in batch["sources"]:
-            files = ", ".join(Path(f).name for f in source.get("files", []))
-            print(f"    batch {batch['batch_id']}: {source['input_rows']} rows from {files}")
+            if "files" in source:
+                read = "files " + ", ".join(Path(f).name for f in source["files"])
+            else:
+                read = f"offsets {source['start_offset']} -> {source['end_offset']}"
+            print(f"    batch {batch['batch_id']}: {source['input_rows']} rows, {read}")
     return summary
 
 
+def land_drop(kafka: str) -> dict:
+    drop = json.loads(run(
+        [str(BIN / "python"), "include/generate_sample_data.py", "--drop", "next", "--kafka", kafka], capture=True
+    ))
+    print(f"  landed drop {drop['drop']}: {drop['rows']} (clicks produced to Kafka)")
+    return drop
+
+
+def check(pipeline: str, summary: dict, expected: int) -> None:
+    if summary["input_rows"] != expected:
+        sys.exit(f"demo: {pipeline} ingested {summary['input_rows']} rows, expected {expected}")
+
+
 def main() -> None:
-    drop = json.loads(run([str(BIN / "python"), "include/generate_sample_data.py", "--drop", "next"], capture=True))
-    print(f"  landed drop {drop['drop']}: {drop['rows']}")
-    first = airflow_run(PIPELINE)
+    settings = load_settings()
+    broker = Broker.load(settings.kafka_home)
+    started_kafka = not (broker and broker.running())
+    if started_kafka:
+        run([str(BIN / "sluice"), "kafka", "up"])
+        broker = Broker.load(settings.kafka_home)
+    try:
+        drop = land_drop(broker.bootstrap_servers)
+        first = airflow_run(PIPELINE)
+        first_clicks = airflow_run(KAFKA_PIPELINE)
 
-    drop = json.loads(run([str(BIN / "python"), "include/generate_sample_data.py", "--drop", "next"], capture=True))
-    print(f"  landed drop {drop['drop']}: {drop['rows']}")
-    second = airflow_run(PIPELINE)
-
-    if second["input_rows"] != drop["rows"]["orders"]:
-        sys.exit(f"demo: the second run ingested {second['input_rows']} rows, expected {drop['rows']['orders']}")
+        drop = land_drop(broker.bootstrap_servers)
+        second = airflow_run(PIPELINE)
+        check(PIPELINE, second, drop["rows"]["orders"])
+        second_clicks = airflow_run(KAFKA_PIPELINE)
+        check(KAFKA_PIPELINE, second_clicks, drop["rows"]["clicks"])
+    finally:
+        if started_kafka:
+            run([str(BIN / "sluice"), "kafka", "down"])
     run([str(BIN / "sluice"), "show", PIPELINE, "--limit", "5"])
     print(
-        f"\nDone: the first run ingested {first['input_rows']} rows, the second exactly the "
-        f"{second['input_rows']} new ones. Checkpoint: {second['checkpoint']}; table: {second['sink']}.\n"
+        f"\nDone. Files: the first run ingested {first['input_rows']} rows, the second exactly the "
+        f"{second['input_rows']} new ones. Kafka: {first_clicks['input_rows']} then exactly the "
+        f"{second_clicks['input_rows']} new records.\nTables: {second['sink']}, {second_clicks['sink']}; "
+        f"checkpoints: {settings.checkpoint_root}.\n"
         "Next: `make airflow-standalone` for the UI, or `.venv/bin/sluice run customers_csv`."
     )
 

@@ -92,6 +92,26 @@ def events(root: Path, drop: int) -> int:
     return len(lines)
 
 
+def clicks(bootstrap: str, drop: int, count: int = 100) -> int:
+    """Produce ``count`` click events for ``drop`` to the Kafka topic ``clicks`` (created if missing)."""
+    from confluent_kafka import Producer
+
+    from sluice.kafka_broker import create_topic
+
+    create_topic(bootstrap, "clicks", partitions=3)
+    rng = random.Random(4000 + drop)
+    start = datetime(2026, 11, 1, 12, tzinfo=timezone.utc) + timedelta(hours=drop)
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for _ in range(count):
+        user = f"u{rng.randint(1, 25):02d}"
+        ts = start + timedelta(seconds=rng.randint(0, 3599))
+        value = {"user": user, "page": rng.choice(["/", "/cart", "/pay", "/help"]), "ts": ts.strftime("%Y-%m-%dT%H:%M:%SZ")}
+        producer.produce("clicks", key=user, value=json.dumps(value))
+    if producer.flush(30):
+        raise RuntimeError(f"could not deliver every click to Kafka at {bootstrap}")
+    return count
+
+
 GENERATORS = {"orders": orders, "customers": customers, "words": words, "events": events}
 
 
@@ -99,6 +119,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--drop", required=True, help="drop number (1 and up), or 'next'")
     parser.add_argument("--only", choices=sorted(GENERATORS), action="append", help="just these datasets")
+    parser.add_argument("--kafka", metavar="BOOTSTRAP", help="also produce the drop's click events to this broker")
     args = parser.parse_args()
     root = lake_root()
     if args.drop == "next":
@@ -108,6 +129,8 @@ def main() -> None:
     else:
         parser.error(f"--drop takes a number from 1 up, or 'next'; got {args.drop!r}")
     counts = {name: gen(root, drop) for name, gen in GENERATORS.items() if not args.only or name in args.only}
+    if args.kafka:
+        counts["clicks"] = clicks(args.kafka, drop)
     print(json.dumps({"lake_root": str(root), "drop": drop, "rows": counts}))
 
 

@@ -124,6 +124,11 @@ def check_brokers_and_topics(spark: SparkSession, source: KafkaSource, config: d
     try:
         names = set(admin.listTopics().names().get(source.timeout_seconds, jvm.java.util.concurrent.TimeUnit.SECONDS))
     except Py4JJavaError as err:
+        if "Authentication" in _java_message(err) or "Authorization" in _java_message(err):
+            raise KafkaSourceError(
+                f"Kafka at {servers} refused the credentials ({_java_message(err)}). Check the login, password "
+                "and sasl.mechanism of the connection named in source.connection"
+            ) from None
         raise KafkaSourceError(
             f"Kafka broker unreachable at {servers}: no answer within {source.timeout_seconds}s "
             f"({_java_message(err)}). Check that the broker is up and that source.bootstrap_servers / the "

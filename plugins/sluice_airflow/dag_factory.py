@@ -9,7 +9,7 @@ import pendulum
 from airflow.sdk import DAG
 
 from sluice.settings import load_settings
-from sluice.spec import PipelineSpec, SpecError, load_pipeline_dir
+from sluice.spec import KafkaSource, PipelineSpec, SpecError, load_pipeline_dir
 from sluice_airflow.pipeline_operator import SluicePipelineOperator
 
 START_DATE = pendulum.datetime(2026, 1, 1, tz="UTC")
@@ -17,8 +17,13 @@ START_DATE = pendulum.datetime(2026, 1, 1, tz="UTC")
 
 def build_dag(spec_path: Path, spec: PipelineSpec) -> DAG:
     doc = spec.description or f"sluice pipeline `{spec.name}`"
+    source = spec.source
+    if isinstance(source, KafkaSource):
+        where = ", ".join(source.topics or []) or f"pattern {source.subscribe_pattern}"
+    else:
+        where = source.path
     doc += (
-        f"\n\n* spec: `{spec_path}`\n* source: {spec.source.format} `{spec.source.path}`"
+        f"\n\n* spec: `{spec_path}`\n* source: {source.format} `{where}`"
         f"\n* sink: Delta `{spec.sink.path or spec.name}` ({spec.sink.mode})\n* trigger: {spec.trigger}"
     )
     with DAG(
