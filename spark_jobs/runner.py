@@ -83,7 +83,7 @@ def run_pipeline(spark: SparkSession, spec: PipelineSpec, settings: Settings, op
         )
         query.awaitTermination()  # raises StreamingQueryException if the query failed
     except Exception as err:  # noqa: BLE001 - every failure becomes the summary's error, raised below
-        summary["error"] = _first_line(getattr(err, "desc", None) or str(err)) or type(err).__name__
+        summary["error"] = describe_error(err)
         if isinstance(spec.source, KafkaSource):
             summary["error"] = explain_failure(spec.source, summary["error"])
     finally:
@@ -147,6 +147,20 @@ def _fill_batches(spark, summary, collector, query, target_table, target_checkpo
     summary["input_rows"] = sum(b["input_rows"] for b in batches)
     summary["output_rows"] = sum(b["output_rows"] for b in batches)
     summary["skipped_batches"] = [b["batch_id"] for b in batches if b["replay_of_version"] is not None]
+
+
+def describe_error(err: BaseException) -> str:
+    """The error's first line, and its root cause's when that is another one: Spark wraps the cause
+    (a Kafka data-loss check, a schema mismatch) in generic "task failed" / "query terminated" errors."""
+    headline = _first_line(getattr(err, "desc", None) or str(err)) or type(err).__name__
+    root, cause = None, getattr(err, "_cause", None)
+    while cause is not None:
+        root, cause = cause, getattr(cause, "_cause", None)
+    if root is not None:
+        message = " ".join((getattr(root, "desc", None) or str(root)).split())
+        if message and message not in headline:
+            return f"{headline} Caused by: {message}"
+    return headline
 
 
 def _first_line(text: str) -> str:

@@ -171,3 +171,30 @@ def test_broker_stopped_mid_run_fails_in_bounded_time_and_loses_nothing(spark, l
     restart_broker(own_broker, lake.jars_dir)
     run(spark, spec, lake)
     assert ids(spark, spec, lake) == list(range(600))  # every record exactly once
+
+
+def test_records_lost_to_retention_fail_the_run_unless_the_gap_is_accepted(spark, lake, kafka_broker):
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    bootstrap = kafka_broker.bootstrap_servers
+    topic = new_topic(bootstrap, partitions=1)
+    spec = make_spec(kafka_spec("k_loss", bootstrap, topic))
+    produce(bootstrap, topic, range(10))
+    run(spark, spec, lake)
+    produce(bootstrap, topic, range(10, 20))
+    # retention deletes offsets 10-14 before the pipeline read them
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept referenced until its futures resolve
+    futures = admin.delete_records([TopicPartition(topic, 0, 15)])
+    for future in futures.values():
+        future.result(timeout=30)
+
+    with pytest.raises(RunFailed) as caught:
+        run(spark, spec, lake)
+    assert str(caught.value).startswith(f"records are missing from Kafka at {bootstrap}")
+    assert "fail_on_data_loss: false" in str(caught.value)
+    assert ids(spark, spec, lake) == list(range(10))  # nothing written by the failed run
+
+    accepting = make_spec(kafka_spec("k_loss", bootstrap, topic, fail_on_data_loss=False))
+    assert run(spark, accepting, lake)["input_rows"] == 5
+    assert ids(spark, spec, lake) == [*range(10), *range(15, 20)]
