@@ -29,8 +29,8 @@ sys.path.insert(0, str(HOME))
 
 from sluice.kafka_broker import create_topic, start_broker, stop_broker  # noqa: E402
 from sluice.settings import load_settings  # noqa: E402
-from sluice.submit import build_submit_plan  # noqa: E402
 from sluice.spec import parse_spec  # noqa: E402
+from sluice.submit import build_submit_plan  # noqa: E402
 
 BIN = Path(sys.executable).parent
 RESULTS = HOME / "bench" / "results"

@@ -24,8 +24,9 @@ import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 
+from sluice.environment import project_env
 from sluice.settings import Settings, load_settings
-from sluice.spec import PipelineSpec, SpecError, load_spec, spec_files
+from sluice.spec import SpecError, load_spec, spec_files
 
 
 def resolve_spec_path(arg: str, settings: Settings) -> Path:
@@ -40,32 +41,6 @@ def resolve_spec_path(arg: str, settings: Settings) -> Path:
         except SpecError:
             continue
     raise SpecError(arg, [f"no such spec file, and no pipeline of that name in {settings.pipelines_dir}"])
-
-
-def project_env(settings: Settings) -> dict[str, str]:
-    """The environment Airflow and spark-submit run in: the project's AIRFLOW_HOME, DAG and plugin
-    folders, the Spark connection (unless one is defined already), the lake and checkpoint roots."""
-    from sluice.submit import spark_env
-    from sluice_airflow.spark_connection import connection_env
-
-    bin_dir = str(Path(sys.executable).parent)
-    env = {
-        "AIRFLOW_HOME": str(settings.airflow_home),
-        "AIRFLOW__CORE__DAGS_FOLDER": str(settings.home / "dags"),
-        "AIRFLOW__CORE__PLUGINS_FOLDER": str(settings.home / "plugins"),
-        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-        "AIRFLOW__CORE__MAX_ACTIVE_TASKS_PER_DAG": "2",
-        "AIRFLOW__CORE__PARALLELISM": "2",
-        # the local UI (`airflow standalone`) listens on loopback only
-        "AIRFLOW__API__HOST": "127.0.0.1",
-        "PATH": bin_dir + os.pathsep + os.environ.get("PATH", ""),
-        **spark_env(settings),
-    }
-    kafka = json.dumps({"conn_type": "kafka", "host": "127.0.0.1", "port": settings.kafka_port,
-                        "extra": {"security.protocol": "PLAINTEXT"}})
-    for key, value in {**connection_env(settings), "AIRFLOW_CONN_SLUICE_KAFKA": kafka}.items():
-        env[key] = os.environ.get(key, value)
-    return env
 
 
 def _apply_env(settings: Settings) -> None:
@@ -98,10 +73,10 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
 
     from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
     from airflow.sdk.exceptions import AirflowException
-
-    from sluice.submit import build_submit_plan
     from sluice_airflow.kafka_connection import kafka_secret_env
     from sluice_airflow.spark_connection import require_spark_connection
+
+    from sluice.submit import build_submit_plan
 
     # after Airflow's import, which configures logging its own way: the hook's lines go to stderr
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr, force=True)
@@ -156,7 +131,8 @@ def cmd_show(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_airflow(args: argparse.Namespace, settings: Settings) -> int:
     _apply_env(settings)
     airflow = str(Path(sys.executable).parent / "airflow")
-    if not (settings.airflow_home / "airflow.db").exists() and args.args[:1] != ["db"]:
+    sqlite = "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN" not in os.environ
+    if sqlite and not (settings.airflow_home / "airflow.db").exists() and args.args[:1] != ["db"]:
         # first use: the SQLite metadata DB of the demo set-up
         import subprocess
 

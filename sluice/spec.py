@@ -47,6 +47,13 @@ class SpecError(ValueError):
         super().__init__("\n".join(lines))
 
 
+def _ddl_columns(ddl: str) -> list[tuple[str, str]]:
+    try:
+        return parse_ddl_schema(ddl)
+    except DdlError as err:
+        raise ValueError(f"not a Spark DDL schema: {err}") from None
+
+
 class _Model(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
@@ -98,12 +105,8 @@ class FileSource(_Model):
     @field_validator("schema_")
     @classmethod
     def _ddl(cls, value: str | None) -> str | None:
-        if value is None:
-            return value
-        try:
-            parse_ddl_schema(value)
-        except DdlError as err:
-            raise ValueError(f"not a Spark DDL schema: {err}") from None
+        if value is not None:
+            _ddl_columns(value)
         return value
 
     @model_validator(mode="after")
@@ -134,11 +137,7 @@ class KafkaValue(_Model):
     def _ddl(cls, value: str | None) -> str | None:
         if value is None:
             return value
-        try:
-            columns = parse_ddl_schema(value)
-        except DdlError as err:
-            raise ValueError(f"not a Spark DDL schema: {err}") from None
-        clash = [c for c, _ in columns if c.lower() in (*KAFKA_COLUMNS, RAW_VALUE_COLUMN)]
+        clash = [c for c, _ in _ddl_columns(value) if c.lower() in (*KAFKA_COLUMNS, RAW_VALUE_COLUMN)]
         if clash:
             raise ValueError(
                 f"column(s) {', '.join(clash)} clash with the columns sluice adds for every record "

@@ -18,7 +18,6 @@ from sluice.settings import Settings
 from sluice.spark_conf import default_spark_conf
 from sluice.spec import PipelineSpec, Trigger
 
-
 # Kafka client settings from an Airflow connection (SASL/SSL secrets included), base64 JSON, for the driver
 KAFKA_SECRET_ENV = "SLUICE_KAFKA_SECRET_CONFIG"
 

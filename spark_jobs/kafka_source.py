@@ -20,6 +20,7 @@ from pyspark.sql import functions as F
 
 from sluice.spec import RAW_VALUE_COLUMN, KafkaSource
 from sluice.submit import KAFKA_SECRET_ENV
+
 _CORRUPT = "_corrupt_record"
 
 

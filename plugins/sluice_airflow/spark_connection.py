@@ -1,20 +1,11 @@
-"""The Spark connection sluice submits through, and the environment that defines it."""
+"""The Spark connection sluice submits through must exist (see sluice.environment for the one the project
+defines)."""
 
 from __future__ import annotations
-
-import json
-
-from sluice.settings import Settings
 
 
 class SparkConnectionMissing(RuntimeError):
     """The Airflow connection naming the Spark master does not exist."""
-
-
-def connection_env(settings: Settings) -> dict[str, str]:
-    """``AIRFLOW_CONN_<ID>`` defining the project's Spark connection (master ``SLUICE_SPARK_MASTER``)."""
-    value = json.dumps({"conn_type": "spark", "host": settings.spark_master})
-    return {f"AIRFLOW_CONN_{settings.spark_conn_id.upper()}": value}
 
 
 def require_spark_connection(conn_id: str) -> None:

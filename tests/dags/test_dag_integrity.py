@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 from airflow.dag_processing.dagbag import DagBag
+from sluice_airflow.pipeline_operator import SluicePipelineOperator
 
 from sluice.spec import load_spec, spec_files
-from sluice_airflow.pipeline_operator import SluicePipelineOperator
 from tests.helpers import orders_spec, write_spec
 
 PROJECT = Path(__file__).resolve().parents[2]

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import pytest
-
 from sluice_airflow.pipeline_operator import SluicePipelineOperator, is_dry_run
-from sluice_airflow.spark_connection import SparkConnectionMissing, connection_env, require_spark_connection
+from sluice_airflow.spark_connection import SparkConnectionMissing, require_spark_connection
+
+from sluice.environment import spark_connection_env
 
 
 def test_missing_spark_connection_is_a_clear_error(monkeypatch):
@@ -19,7 +20,7 @@ def test_missing_spark_connection_is_a_clear_error(monkeypatch):
 
 
 def test_project_connection_points_at_local_master(lake, monkeypatch):
-    env = connection_env(lake)
+    env = spark_connection_env(lake)
     assert env == {"AIRFLOW_CONN_SLUICE_SPARK": '{"conn_type": "spark", "host": "local[*]"}'}
     monkeypatch.setenv("AIRFLOW_CONN_SLUICE_SPARK", env["AIRFLOW_CONN_SLUICE_SPARK"])
     require_spark_connection("sluice_spark")  # defined: no error

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -11,7 +10,6 @@ from pyspark.testing import assertDataFrameEqual
 
 from sluice.spec import PipelineSpec
 from spark_jobs.runner import RunFailed, RunOptions, run_pipeline
-from spark_jobs.source import SourceError
 from tests.helpers import make_spec, orders_spec, tree_digest, write_lines, write_orders
 
 
