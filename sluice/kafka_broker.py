@@ -225,10 +225,11 @@ def create_topic(bootstrap: str, topic: str, partitions: int = 3) -> bool:
     return True
 
 
-def stop_broker(broker: Broker, timeout: float = 30.0) -> None:
-    """Stop cleanly (SIGTERM: the broker flushes and closes its logs); SIGKILL after ``timeout``."""
+def stop_broker(broker: Broker, timeout: float = 30.0, *, crash: bool = False) -> None:
+    """Stop cleanly (SIGTERM: the broker flushes and closes its logs); SIGKILL after ``timeout``.
+    ``crash=True`` kills it at once, as a machine failure would (it recovers its logs on restart)."""
     if broker.running():
-        os.kill(broker.pid, signal.SIGTERM)
+        os.kill(broker.pid, signal.SIGKILL if crash else signal.SIGTERM)
         deadline = time.monotonic() + timeout
         while broker.running() and time.monotonic() < deadline:
             _reap(broker.pid)

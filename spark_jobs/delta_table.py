@@ -16,14 +16,24 @@ def current_version(spark: SparkSession, path: str) -> int | None:
     return DeltaTable.forPath(spark, path).history(1).select("version").first()[0]
 
 
-def commits_since(spark: SparkSession, path: str, version: int | None, query_id: str) -> dict[int, dict[str, Any]]:
-    """Streaming commits made by ``query_id`` after ``version``, by batch (epoch) id.
+def commits_since(
+    spark: SparkSession, path: str, version: int | None, query_id: str, latest: int | None = None
+) -> dict[int, dict[str, Any]]:
+    """Streaming commits made by ``query_id`` after ``version`` (all, if None), by batch (epoch) id.
 
-    Each value holds the Delta ``version`` and the commit's ``output_rows``.
+    Each value holds the Delta ``version`` and the commit's ``output_rows``. With ``latest`` (the table's
+    current version) only the commits after ``version`` are read, not the whole history: the cost stays
+    that of this run's commits however long the table's history grows.
     """
     if not DeltaTable.isDeltaTable(spark, path):
         return {}
-    history = DeltaTable.forPath(spark, path).history()
+    table = DeltaTable.forPath(spark, path)
+    if version is not None and latest is not None:
+        if latest <= version:
+            return {}
+        history = table.history(latest - version)
+    else:
+        history = table.history()
     if version is not None:
         history = history.where(f"version > {int(version)}")
     found: dict[int, dict[str, Any]] = {}

@@ -90,9 +90,9 @@ def run_pipeline(spark: SparkSession, spec: PipelineSpec, settings: Settings, op
         spark.streams.removeListener(collector)
 
     try:
+        summary["delta_version_after"] = current_version(spark, table)
         if query is not None:
             _fill_batches(spark, summary, collector, query, target_table, target_checkpoint, spec)
-        summary["delta_version_after"] = current_version(spark, table)
     finally:
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
@@ -108,7 +108,8 @@ def _fill_batches(spark, summary, collector, query, target_table, target_checkpo
     reports = batches_of(collector.reports, list(query.recentProgress))
     query_id = str(query.id)
     before = None if summary["dry_run"] else summary["delta_version_before"]
-    commits = commits_since(spark, target_table, before, query_id)
+    latest = None if summary["dry_run"] else summary["delta_version_after"]
+    commits = commits_since(spark, target_table, before, query_id, latest=latest)
     if before is not None and any(r["batchId"] not in commits for r in reports):
         # A batch with no new commit is either empty or a replay Delta skipped because the table already
         # has this query's transaction for it: look for that earlier commit.

@@ -156,7 +156,7 @@ def test_broker_stopped_mid_run_fails_in_bounded_time_and_loses_nothing(spark, l
         deadline = time.monotonic() + 120
         while not (commits / "1").exists() and time.monotonic() < deadline:
             time.sleep(0.05)
-        stop_broker(own_broker)
+        stop_broker(own_broker, crash=True)  # at once: a graceful shutdown could outlast the run
         stopped.set()
 
     threading.Thread(target=stop_after_two_batches, daemon=True).start()
