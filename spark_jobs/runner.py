@@ -22,6 +22,9 @@ from spark_jobs.source import read_stream
 from spark_jobs.transform import apply_transform
 
 
+DRY_RUN_PREFIX = "sluice-dry-run-"
+
+
 @dataclass(frozen=True)
 class RunOptions:
     trigger: Trigger
@@ -64,13 +67,12 @@ def run_pipeline(spark: SparkSession, spec: PipelineSpec, settings: Settings, op
         "micro_batches": [],
         "error": None,
     }
-    scratch = Path(tempfile.mkdtemp(prefix=f"sluice-dry-run-{spec.name}-")) if options.dry_run else None
+    scratch = Path(tempfile.mkdtemp(prefix=DRY_RUN_PREFIX + f"{spec.name}-")) if options.dry_run else None
     target_table, target_checkpoint = table, checkpoint
     if scratch is not None:
         target_table, target_checkpoint = str(scratch / "table"), str(scratch / "checkpoint")
         if Path(checkpoint).is_dir():
             shutil.copytree(checkpoint, target_checkpoint)
-        summary["scratch"] = str(scratch)
 
     collector = ProgressCollector(query_name=spec.name)
     spark.streams.addListener(collector)
@@ -96,7 +98,6 @@ def run_pipeline(spark: SparkSession, spec: PipelineSpec, settings: Settings, op
     finally:
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
-            summary.pop("scratch", None)
     summary["duration_s"] = round(time.time() - started, 3)
     summary["status"] = "failed" if summary["error"] else "succeeded"
     if summary["error"]:

@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 
 import pytest
 from pyspark.testing import assertDataFrameEqual
 
 from sluice.spec import PipelineSpec
-from spark_jobs.runner import RunFailed, RunOptions, run_pipeline
+from spark_jobs.runner import DRY_RUN_PREFIX, RunFailed, RunOptions, run_pipeline
 from tests.helpers import make_spec, orders_spec, tree_digest, write_lines, write_orders
+
+
+def scratch_folders(pipeline: str) -> list[Path]:
+    return list(Path(tempfile.gettempdir()).glob(f"{DRY_RUN_PREFIX}{pipeline}-*"))
 
 
 def run(spark, spec: PipelineSpec, lake, trigger=None, dry_run=False) -> dict:
@@ -100,6 +105,7 @@ def test_dry_run_leaves_checkpoint_and_table_untouched_and_predicts_the_next_run
     write_orders(landing, "c.json", range(22, 25))
     checkpoint = Path(spec.checkpoint_path(lake))
     before = tree_digest(checkpoint)
+    scratch_before = scratch_folders("orders")
 
     dry = run(spark, spec, lake, dry_run=True)
 
@@ -109,7 +115,7 @@ def test_dry_run_leaves_checkpoint_and_table_untouched_and_predicts_the_next_run
     assert tree_digest(checkpoint) == before  # byte-identical
     assert dry["delta_version_before"] == dry["delta_version_after"] == 0
     assert ids(spark, spec, lake) == list(range(10))
-    assert not Path(dry["checkpoint"]).joinpath("..", "scratch").exists()
+    assert scratch_folders("orders") == scratch_before  # the checkpoint copy and scratch table are gone
 
     real = run(spark, spec, lake)
     assert real["input_rows"] == dry["input_rows"]
@@ -119,11 +125,13 @@ def test_dry_run_leaves_checkpoint_and_table_untouched_and_predicts_the_next_run
 def test_dry_run_of_a_pipeline_that_never_ran_creates_nothing(spark, lake):
     spec = make_spec(orders_spec())
     write_orders(lake.lake_root / "landing" / "orders", "a.json", range(4))
+    scratch_before = scratch_folders("orders")
     dry = run(spark, spec, lake, dry_run=True)
     assert dry["input_rows"] == 4
     assert dry["delta_version_after"] is None
     assert not Path(spec.checkpoint_path(lake)).exists()
     assert not Path(spec.sink_path(lake)).exists()
+    assert scratch_folders("orders") == scratch_before
 
 
 def test_csv_with_header_and_options(spark, lake):
