@@ -15,7 +15,7 @@ STAMPS := var/stamps
 export SPARK_LOCAL_IP := 127.0.0.1
 export PYSPARK_PYTHON := $(CURDIR)/$(BIN)/python
 
-.PHONY: help install venv jars airflow-db demo test test-fast bench clean clean-data airflow-standalone kafka-up kafka-down
+.PHONY: help install venv jars airflow-db demo test test-fast bench lock clean clean-data airflow-standalone kafka-up kafka-down
 
 help:
 	@echo "make demo    install everything, ingest sample data twice through Airflow, show the table"
@@ -35,6 +35,10 @@ $(STAMPS)/venv: pyproject.toml requirements.lock
 	$(BIN)/uv pip install --python $(BIN)/python -q -r requirements.lock
 	$(BIN)/uv pip install --python $(BIN)/python -q --no-deps -e .
 	@touch $@
+
+# After changing pyproject.toml's dependencies: pin the whole set again.
+lock: $(STAMPS)/venv
+	$(BIN)/uv pip compile pyproject.toml --extra test --extra bench --python-version 3.11 -q -o requirements.lock
 
 # Delta + the Kafka connector (var/jars/spark) and the Kafka broker (var/jars/kafka), from pom.xml.
 jars: $(STAMPS)/jars

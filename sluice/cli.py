@@ -96,7 +96,7 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
                 hook.submit(plan.application)
             except AirflowException as err:
                 failed = err
-        summary = json.loads(plan.summary_file.read_text()) if plan.summary_file.is_file() else None
+        summary = plan.read_summary()
     if summary is None:
         print(f"sluice: spark-submit failed before the run summary was written: {failed}", file=sys.stderr)
         return 1

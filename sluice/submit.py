@@ -8,6 +8,7 @@ the very same command, built, masked and logged by the provider's hook.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import sys
 from dataclasses import dataclass, field
@@ -42,6 +43,12 @@ class SubmitPlan:
     conn_id: str
     env_vars: dict[str, str] = field(default_factory=dict)
     summary_file: Path | None = None
+
+    def read_summary(self) -> dict[str, Any] | None:
+        """The run summary the Spark job wrote, or None if it wrote none (it died before the end)."""
+        if self.summary_file is None or not self.summary_file.is_file():
+            return None
+        return json.loads(self.summary_file.read_text(encoding="utf-8"))
 
     def hook_kwargs(self) -> dict[str, Any]:
         """Arguments for ``SparkSubmitHook`` (the application goes to ``submit()``)."""

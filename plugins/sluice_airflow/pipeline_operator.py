@@ -74,11 +74,11 @@ class SluicePipelineOperator(SparkSubmitOperator):
             try:
                 super().execute(context)
             except AirflowException as err:
-                summary = _read_summary(plan.summary_file)
+                summary = plan.read_summary()
                 if summary and summary.get("error"):
                     raise SluiceRunFailed(f"run of {spec.name} failed: {summary['error']}") from err
                 raise
-            summary = _read_summary(plan.summary_file)
+            summary = plan.read_summary()
         if summary is None:
             raise SluiceRunFailed(f"run of {spec.name} wrote no run summary; see the Spark output above")
         self.log.info(
@@ -88,9 +88,3 @@ class SluicePipelineOperator(SparkSubmitOperator):
         )
         self.log.info("run summary: %s", json.dumps(summary))
         return summary
-
-
-def _read_summary(path: Path | None) -> dict[str, Any] | None:
-    if path is None or not path.is_file():
-        return None
-    return json.loads(path.read_text(encoding="utf-8"))
