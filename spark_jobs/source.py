@@ -11,6 +11,9 @@ from sluice.spec import KafkaSource, PipelineSpec
 from spark_jobs.kafka_source import read_kafka_stream
 
 
+KEEP_EVERY_FILE = "36500d"
+
+
 class SourceError(RuntimeError):
     """The source cannot be read as the spec says; the message says what to fix."""
 
@@ -31,6 +34,11 @@ def read_stream(spark: SparkSession, spec: PipelineSpec, settings: Settings) -> 
             f"spec; relative paths start at the lake root {settings.lake_root} (env SLUICE_LAKE_ROOT)."
         )
     reader = spark.readStream.format(source.format)
+    # Spark ignores, after the first batch, files whose modification time is more than maxFileAge (default
+    # 7 days) older than the newest file seen: a re-delivered old export (cp -p, rsync -a) would be skipped
+    # without a word. Keep every file; a spec can still set maxFileAge in options.
+    # https://spark.apache.org/docs/latest/structured-streaming-programming-guide.html#input-sources
+    reader = reader.option("maxFileAge", KEEP_EVERY_FILE)
     if source.schema_:
         reader = reader.schema(source.schema_)
     for key, value in source.options.items():

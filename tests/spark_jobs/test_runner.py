@@ -258,3 +258,24 @@ def test_query_failure_is_reported_in_the_summary(spark, lake):
     assert caught.value.summary["status"] == "failed"
     assert "no_such_column" in caught.value.summary["error"]
     assert not Path(spec.sink_path(lake)).exists()
+
+
+def test_a_late_file_with_an_old_modification_time_is_still_ingested(spark, lake):
+    # Spark's file source ignores, after the first batch, files whose mtime is more than maxFileAge (7 days)
+    # older than the newest file it has seen: `cp -p` / `rsync -a` of an old export would be silently
+    # skipped. sluice's default keeps every file.
+    import os
+    import time as clock
+
+    spec = make_spec(orders_spec())
+    landing = lake.lake_root / "landing" / "orders"
+    write_orders(landing, "new.json", range(0, 5))
+    run(spark, spec, lake)
+    old = write_orders(landing, "old-export.json", range(5, 9))
+    thirty_days_ago = clock.time() - 30 * 24 * 3600
+    os.utime(old, (thirty_days_ago, thirty_days_ago))
+
+    summary = run(spark, spec, lake)
+
+    assert summary["input_rows"] == 4
+    assert ids(spark, spec, lake) == list(range(9))
