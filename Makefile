@@ -15,7 +15,7 @@ STAMPS := var/stamps
 export SPARK_LOCAL_IP := 127.0.0.1
 export PYSPARK_PYTHON := $(CURDIR)/$(BIN)/python
 
-.PHONY: help install venv jars airflow-db demo test test-fast bench lock clean clean-data airflow-standalone kafka-up kafka-down
+.PHONY: help install venv jars airflow-db demo test test-fast bench lock lint clean clean-data airflow-standalone kafka-up kafka-down
 
 help:
 	@echo "make demo    install everything, ingest sample data twice through Airflow, show the table"
@@ -39,6 +39,11 @@ $(STAMPS)/venv: pyproject.toml requirements.lock
 # After changing pyproject.toml's dependencies: pin the whole set again.
 lock: $(STAMPS)/venv
 	$(BIN)/uv pip compile pyproject.toml --extra test --extra bench --python-version 3.11 -q -o requirements.lock
+
+# Unused names and import order (pyflakes + isort rules), with a pinned ruff run by uv.
+RUFF_VERSION := 0.14.5
+lint: $(STAMPS)/venv
+	$(BIN)/uvx ruff@$(RUFF_VERSION) check --select F,I sluice spark_jobs include tests plugins dags bench
 
 # Delta + the Kafka connector (var/jars/spark) and the Kafka broker (var/jars/kafka), from pom.xml.
 jars: $(STAMPS)/jars

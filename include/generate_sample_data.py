@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import io
 import json
 import os
 import random
@@ -64,12 +65,9 @@ def customers(root: Path, drop: int) -> int:
     for i in range(10):
         n = (drop - 1) * 10 + i + 1
         lines.append([f"c{n:03d}", f"Customer {n}", rng.choice(COUNTRIES), f"2026-10-{(n % 28) + 1:02d}"])
-    path = root / "landing" / "customers" / f"customers-{drop:03d}.csv"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f".{path.name}.tmp"
-    with tmp.open("w", newline="", encoding="utf-8") as handle:
-        csv.writer(handle).writerows(lines)
-    tmp.replace(path)
+    text = io.StringIO(newline="")
+    csv.writer(text).writerows(lines)
+    _write_atomically(root / "landing" / "customers" / f"customers-{drop:03d}.csv", text.getvalue())
     return len(lines) - 1
 
 

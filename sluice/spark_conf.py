@@ -15,6 +15,11 @@ DELTA_CONF: dict[str, str] = {
 }
 
 
+def option_text(value: object) -> str:
+    """A spec value as Spark wants it in a conf or reader option: YAML booleans become "true"/"false"."""
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
 def default_spark_conf() -> dict[str, str]:
     """Delta plus settings sized for ``local[*]`` on a few cores; a spec's ``spark_conf:`` overrides them."""
     cores = os.cpu_count() or 2

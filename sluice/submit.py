@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from sluice.settings import Settings
-from sluice.spark_conf import default_spark_conf
+from sluice.spark_conf import default_spark_conf, option_text
 from sluice.spec import PipelineSpec, Trigger
 
 # Kafka client settings from an Airflow connection (SASL/SSL secrets included), base64 JSON, for the driver
@@ -79,7 +79,7 @@ def build_submit_plan(
     conf = {
         **default_spark_conf(),
         "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{jobs / 'log4j2.properties'}",
-        **{k: _conf_value(v) for k, v in spec.spark_conf.items()},
+        **{k: option_text(v) for k, v in spec.spark_conf.items()},
     }
     args = ["--spec", str(Path(spec_path).resolve()), "--trigger", trigger or spec.trigger, "--run-id", run_id]
     if dry_run:
@@ -110,7 +110,3 @@ def spark_env(settings: Settings) -> dict[str, str]:
         "PYSPARK_DRIVER_PYTHON": python,
         "SPARK_LOCAL_IP": os.environ.get("SPARK_LOCAL_IP", "127.0.0.1"),
     }
-
-
-def _conf_value(value: object) -> str:
-    return str(value).lower() if isinstance(value, bool) else str(value)

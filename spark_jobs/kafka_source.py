@@ -18,6 +18,7 @@ from py4j.protocol import Py4JJavaError
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from sluice.spark_conf import option_text
 from sluice.spec import RAW_VALUE_COLUMN, KafkaSource
 from sluice.submit import KAFKA_SECRET_ENV
 
@@ -40,7 +41,7 @@ def client_config(source: KafkaSource) -> dict[str, str]:
         config["bootstrap.servers"] = source.bootstrap_servers
     for key, value in source.options.items():
         if key.startswith("kafka."):
-            config[key[len("kafka."):]] = _text(value)
+            config[key[len("kafka."):]] = option_text(value)
     if "bootstrap.servers" not in config:
         raise KafkaSourceError(
             f"source.connection {source.connection!r} gave no brokers: set its host (and port) in Airflow, "
@@ -73,7 +74,7 @@ def read_kafka_stream(spark: SparkSession, source: KafkaSource) -> DataFrame:
         reader = reader.option("maxOffsetsPerTrigger", str(source.max_offsets_per_trigger))
     for key, value in source.options.items():
         if not key.startswith("kafka."):
-            reader = reader.option(key, _text(value))
+            reader = reader.option(key, option_text(value))
     return records(reader.load(), source)
 
 
@@ -170,7 +171,3 @@ def _java_message(err: Py4JJavaError) -> str:
     while cause.getCause() is not None:
         cause = cause.getCause()
     return f"{cause.getClass().getSimpleName()}: {cause.getMessage()}"
-
-
-def _text(value: object) -> str:
-    return str(value).lower() if isinstance(value, bool) else str(value)

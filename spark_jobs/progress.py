@@ -84,9 +84,7 @@ def files_of_batch(checkpoint: str, batch_id: int, source_index: int = 0) -> lis
     if "://" in checkpoint or not folder.is_dir():
         return None
     candidates = [folder / str(batch_id)]
-    compacts = sorted(
-        (int(p.name.split(".")[0]) for p in folder.glob("*.compact")), key=int
-    )
+    compacts = sorted(int(p.name.split(".")[0]) for p in folder.glob("*.compact"))
     candidates += [folder / f"{n}.compact" for n in compacts if n >= batch_id]
     for path in candidates:
         if path.is_file():

@@ -21,7 +21,6 @@ from spark_jobs.sink import start_write
 from spark_jobs.source import read_stream
 from spark_jobs.transform import apply_transform
 
-
 DRY_RUN_PREFIX = "sluice-dry-run-"
 
 

@@ -7,20 +7,15 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 
 from sluice.settings import Settings
+from sluice.spark_conf import option_text
 from sluice.spec import KafkaSource, PipelineSpec
 from spark_jobs.kafka_source import read_kafka_stream
-
 
 KEEP_EVERY_FILE = "36500d"
 
 
 class SourceError(RuntimeError):
     """The source cannot be read as the spec says; the message says what to fix."""
-
-
-def _option(value: object) -> str:
-    # YAML gives booleans; Spark's readers want "true"/"false"
-    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def read_stream(spark: SparkSession, spec: PipelineSpec, settings: Settings) -> DataFrame:
@@ -42,7 +37,7 @@ def read_stream(spark: SparkSession, spec: PipelineSpec, settings: Settings) -> 
     if source.schema_:
         reader = reader.schema(source.schema_)
     for key, value in source.options.items():
-        reader = reader.option(key, _option(value))
+        reader = reader.option(key, option_text(value))
     if source.max_files_per_trigger:
         reader = reader.option("maxFilesPerTrigger", str(source.max_files_per_trigger))
     return reader.load(path)

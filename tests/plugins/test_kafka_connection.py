@@ -6,7 +6,11 @@ import base64
 import json
 
 import pytest
-from sluice_airflow.kafka_connection import KafkaConnectionError, kafka_client_config, kafka_secret_env
+from sluice_airflow.kafka_connection import (
+    KafkaConnectionError,
+    kafka_client_config,
+    kafka_secret_env,
+)
 
 from sluice.submit import KAFKA_SECRET_ENV
 from tests.helpers import make_spec

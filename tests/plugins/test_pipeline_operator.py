@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import pytest
 from sluice_airflow.pipeline_operator import SluicePipelineOperator, is_dry_run
-from sluice_airflow.spark_connection import SparkConnectionMissing, require_spark_connection
+from sluice_airflow.spark_connection import (
+    SparkConnectionMissing,
+    require_spark_connection,
+)
 
 from sluice.environment import spark_connection_env
 
