@@ -15,7 +15,7 @@ STAMPS := var/stamps
 export SPARK_LOCAL_IP := 127.0.0.1
 export PYSPARK_PYTHON := $(CURDIR)/$(BIN)/python
 
-.PHONY: help install venv jars airflow-db demo test test-fast bench lock lint clean clean-data airflow-standalone kafka-up kafka-down
+.PHONY: help install venv jars airflow-db demo test test-fast bench lock lint chaos chaos-jar clean clean-data airflow-standalone kafka-up kafka-down
 
 help:
 	@echo "make demo    install everything, ingest sample data twice through Airflow, show the table"
@@ -24,6 +24,7 @@ help:
 	@echo "make install the virtualenv (.venv), the jars (var/jars) and the Airflow DB (var/airflow)"
 	@echo "make airflow-standalone   the Airflow UI on http://127.0.0.1:8080 (SQLite, low parallelism)"
 	@echo "make kafka-up / kafka-down  a local Kafka broker (KRaft) on 127.0.0.1:9092 (SLUICE_KAFKA_PORT)"
+	@echo "make chaos   kill runs at random moments (50 rounds per pipeline): 0 lost, 0 duplicated, or exit 1"
 
 # --- set-up ---------------------------------------------------------------------------------------
 
@@ -54,12 +55,20 @@ $(STAMPS)/jars: pom.xml
 	mvn -q -B -Dstyle.color=never -P kafka-broker package
 	@touch $@
 
+# The fault-injecting file system of the chaos tests (jvm/chaos), compiled against pyspark's own Hadoop jars.
+chaos-jar: $(STAMPS)/chaos-jar
+$(STAMPS)/chaos-jar: $(STAMPS)/venv $(wildcard jvm/chaos/dev/sluice/chaos/*.java)
+	@mkdir -p $(STAMPS) var/build/chaos var/jars/chaos
+	javac -nowarn -d var/build/chaos -cp "$$($(BIN)/python -c 'import pyspark, os; print(os.path.dirname(pyspark.__file__))')/jars/*" jvm/chaos/dev/sluice/chaos/*.java
+	jar cf var/jars/chaos/sluice-chaos.jar -C var/build/chaos .
+	@touch $@
+
 airflow-db: $(STAMPS)/airflow-db
 $(STAMPS)/airflow-db: $(STAMPS)/venv
 	$(BIN)/sluice airflow db migrate > /dev/null
 	@touch $@
 
-install: venv jars airflow-db
+install: venv jars chaos-jar airflow-db
 
 # --- the two commands ---------------------------------------------------------------------------
 
@@ -71,6 +80,10 @@ test: install
 
 bench: install
 	$(BIN)/python bench/run_bench.py
+
+# Kill runs at random moments, 50 rounds per pipeline (files, Kafka, MERGE); 0 lost / 0 duplicated or exit 1.
+chaos: install
+	$(BIN)/python bench/chaos.py --rounds $${CHAOS_ROUNDS:-50}
 
 test-fast: install
 	$(BIN)/python -m pytest -m "not e2e"

@@ -1,8 +1,10 @@
 """The ``sluice`` command line.
 
     sluice validate SPEC...                          check specs (exit 1 on any invalid one)
-    sluice run SPEC [--trigger T] [--dry-run]        run a pipeline once, as its Airflow task does
+    sluice run SPEC [--trigger T] [--dry-run] [--reset-checkpoint]
+                                                     run a pipeline once, as its Airflow task does
     sluice show SPEC [--limit N]                     the pipeline's Delta table: history and rows
+    sluice status SPEC [--limit N] [--json]          the pipeline's latest runs, from the run ledger
     sluice airflow ARGS...                           the airflow CLI with the project's environment
     sluice kafka up|down|status|create-topic T       the project's local Kafka broker
     sluice env                                       that environment, as shell exports
@@ -82,10 +84,10 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr, force=True)
 
     run_id = "cli__" + datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S") + f"_{os.getpid()}"
-    with tempfile.TemporaryDirectory(prefix="sluice-run-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="sluice-run-") as tmp, _run_lock(spec, settings, run_id, args.dry_run):
         plan = build_submit_plan(
-            spec_path, spec, settings, trigger=args.trigger, dry_run=args.dry_run, run_id=run_id,
-            summary_file=Path(tmp) / "summary.json",
+            spec_path, spec, settings, trigger=args.trigger, dry_run=args.dry_run, reset=args.reset_checkpoint,
+            run_id=run_id, summary_file=Path(tmp) / "summary.json",
             secret_env=kafka_secret_env(spec),
         )
         require_spark_connection(plan.conn_id)
@@ -102,6 +104,16 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
         return 1
     print(json.dumps(summary))
     return 0 if summary["status"] == "succeeded" and failed is None else 1
+
+
+def _run_lock(spec, settings: Settings, run_id: str, dry_run: bool):
+    """A real run holds the pipeline's lock from before spark-submit to its end; a second run is refused
+    at once (PipelineBusy, a RuntimeError). Dry runs change nothing and take no lock."""
+    from sluice.lock import launcher_lock
+
+    if dry_run:
+        return contextlib.nullcontext()
+    return launcher_lock(settings.checkpoint_root, spec.name, {"run_id": run_id})
 
 
 @contextlib.contextmanager
@@ -126,6 +138,14 @@ def cmd_show(args: argparse.Namespace, settings: Settings) -> int:
 
     show_table(spec, settings, limit=args.limit)
     return 0
+
+
+def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
+    spec = load_spec(resolve_spec_path(args.spec, settings))
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from spark_jobs.show import show_status
+
+    return show_status(spec, settings, limit=args.limit, as_json=args.json)
 
 
 def cmd_airflow(args: argparse.Namespace, settings: Settings) -> int:
@@ -188,7 +208,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--trigger", choices=["available_now", "once"], help="override the spec's trigger")
     p.add_argument("--dry-run", action="store_true",
                    help="report what the next run would ingest; the checkpoint and table are not touched")
+    p.add_argument("--reset-checkpoint", action="store_true",
+                   help="start a new checkpoint (the old one is kept beside it) and REPLACE the table's content "
+                        "with everything the source holds")
     p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("status", help="the pipeline's latest runs, from the run ledger")
+    p.add_argument("spec", metavar="SPEC", help="spec file or pipeline name")
+    p.add_argument("--limit", type=int, default=10, help="runs to print (default 10)")
+    p.add_argument("--json", action="store_true", help="one JSON object per run instead of a table")
+    p.set_defaults(func=cmd_status)
 
     p = sub.add_parser("show", help="print a pipeline's Delta table: versions and rows")
     p.add_argument("spec", metavar="SPEC", help="spec file or pipeline name")

@@ -10,6 +10,7 @@ env                        meaning                                     default
 ``SLUICE_PIPELINES``       folder of pipeline specs (``*.yaml``)       ``$SLUICE_HOME/include/pipelines``
 ``SLUICE_LAKE_ROOT``       relative source/sink paths start here       ``$SLUICE_HOME/var/lake``
 ``SLUICE_CHECKPOINT_ROOT`` one checkpoint per pipeline under here      ``$SLUICE_HOME/var/checkpoints``
+``SLUICE_LEDGER``          the run ledger (a Delta table)              ``$SLUICE_LAKE_ROOT/_sluice/ledger``
 ``SLUICE_JARS``            folder of fetched jars (``make jars``)      ``$SLUICE_HOME/var/jars``
 ``SLUICE_AIRFLOW_HOME``    AIRFLOW_HOME of ``sluice airflow``          ``$SLUICE_HOME/var/airflow``
 ``SLUICE_KAFKA_PORT``      port of the local broker (``make kafka-up``) ``9092``
@@ -43,6 +44,8 @@ class Settings(BaseModel):
     """Relative ``source.path`` / ``sink.path`` values are resolved against this."""
     checkpoint_root: Path
     """A pipeline without ``checkpoint:`` keeps its checkpoint at ``<checkpoint_root>/<name>``."""
+    ledger_path: Path
+    """The run ledger, a Delta table with one row per run (``sluice status``)."""
     jars_dir: Path
     """Holds ``spark/`` (Delta, Kafka connector) and ``kafka/`` (the broker), fetched by ``make jars``."""
     airflow_home: Path
@@ -82,10 +85,12 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         value = env.get(key)
         return Path(value).expanduser().resolve() if value else default
 
+    lake_root = folder("SLUICE_LAKE_ROOT", home / "var" / "lake")
     return Settings(
         home=home,
         pipelines_dir=folder("SLUICE_PIPELINES", home / "include" / "pipelines"),
-        lake_root=folder("SLUICE_LAKE_ROOT", home / "var" / "lake"),
+        lake_root=lake_root,
+        ledger_path=folder("SLUICE_LEDGER", lake_root / "_sluice" / "ledger"),
         checkpoint_root=folder("SLUICE_CHECKPOINT_ROOT", home / "var" / "checkpoints"),
         jars_dir=folder("SLUICE_JARS", home / "var" / "jars"),
         airflow_home=folder("SLUICE_AIRFLOW_HOME", home / "var" / "airflow"),

@@ -17,7 +17,14 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from sluice.ddl import DdlError, parse_ddl_schema
 from sluice.settings import Settings
@@ -33,7 +40,7 @@ SCHEDULE_PRESETS = ("@once", "@continuous", "@hourly", "@daily", "@weekly", "@mo
 
 Trigger = Literal["available_now", "once"]
 FileFormat = Literal["json", "csv", "parquet", "text"]
-SinkMode = Literal["append", "complete"]
+SinkMode = Literal["append", "complete", "merge"]
 OptionValue = str | int | float | bool
 
 
@@ -225,8 +232,35 @@ class Sink(_Model):
     path: str | None = None
     """Table folder: relative to the lake root, or absolute. Default: ``<lake root>/<name>``."""
     mode: SinkMode = "append"
-    """``append`` adds each micro-batch's rows; ``complete`` rewrites the table with a stateful query's result."""
+    """``append`` adds each micro-batch's rows; ``complete`` rewrites the table with a stateful query's result;
+    ``merge`` upserts each micro-batch into the table by ``keys`` (Delta MERGE)."""
     partition_by: list[str] = Field(default_factory=list)
+    keys: list[str] = Field(default_factory=list)
+    """``merge``: the columns that identify a row (one row per key in the table)."""
+    order_by: str | None = None
+    """``merge``: a column whose greatest value wins, among a batch's rows of one key and against the table's
+    row (an older change never overwrites a newer one). Without it, the batch's last row of a key wins."""
+    delete_when: str | None = None
+    """``merge``: a Spark SQL predicate over the incoming row that marks it a deletion (CDC feeds), e.g.
+    ``op = 'D'``: the key's row is deleted (and such a row is never inserted)."""
+
+    @model_validator(mode="after")
+    def _merge_fields(self) -> Sink:
+        if self.mode == "merge":
+            if not self.keys:
+                raise ValueError("keys: required with mode: merge; name the key columns, e.g. keys: [order_id]")
+            if len(set(self.keys)) != len(self.keys):
+                raise ValueError(f"keys: {self.keys} names a column twice")
+            if self.order_by in self.keys:
+                raise ValueError(f"order_by: {self.order_by!r} is a key column; name the version/timestamp column")
+        else:
+            extra = [f for f in ("keys", "order_by", "delete_when") if getattr(self, f)]
+            if extra:
+                raise ValueError(
+                    f"{extra[0]}: only used with mode: merge (the sink's mode is {self.mode}); "
+                    "remove it or set mode: merge"
+                )
+        return self
 
 
 class PipelineSpec(_Model):
@@ -257,7 +291,9 @@ class PipelineSpec(_Model):
         # builds every pipeline's DAG, hiding all of them.
         if value is None or value in SCHEDULE_PRESETS:
             return value
-        from croniter import croniter  # Airflow's own cron parser, a dependency of Airflow
+        from croniter import (
+            croniter,  # Airflow's own cron parser, a dependency of Airflow
+        )
 
         if not croniter.is_valid(value):
             raise ValueError(

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sluice.process import LAUNCHER_ENV, launcher_token
 from sluice.settings import Settings
 from sluice.spark_conf import default_spark_conf, option_text
 from sluice.spec import PipelineSpec, Trigger
@@ -69,9 +70,11 @@ def build_submit_plan(
     *,
     trigger: Trigger | None = None,
     dry_run: bool = False,
+    reset: bool = False,
     run_id: str,
     summary_file: Path,
     secret_env: dict[str, str] | None = None,
+    airflow: dict[str, Any] | None = None,
 ) -> SubmitPlan:
     """The spark-submit arguments of one run. ``secret_env`` (e.g. Kafka credentials from an Airflow
     connection) goes into the process environment only: the hook neither logs it nor puts it in the command."""
@@ -84,6 +87,11 @@ def build_submit_plan(
     args = ["--spec", str(Path(spec_path).resolve()), "--trigger", trigger or spec.trigger, "--run-id", run_id]
     if dry_run:
         args.append("--dry-run")
+    if reset:
+        args.append("--reset-checkpoint")
+    if airflow:
+        args += ["--airflow-dag-id", str(airflow["dag_id"]), "--airflow-run-id", str(airflow["dag_run_id"]),
+                 "--airflow-try-number", str(airflow["try_number"])]
     args += ["--summary-file", str(summary_file)]
     return SubmitPlan(
         application=str(jobs / "run_pipeline.py"),
@@ -92,7 +100,8 @@ def build_submit_plan(
         jars=",".join(str(j) for j in settings.spark_jars()),
         name=f"sluice-{spec.name}{'-dry-run' if dry_run else ''}",
         conn_id=settings.spark_conn_id,
-        env_vars={**spark_env(settings), **(secret_env or {})},
+        # the driver stops itself if this process (the launcher) is killed: no orphan writer
+        env_vars={**spark_env(settings), LAUNCHER_ENV: launcher_token(), **(secret_env or {})},
         summary_file=summary_file,
     )
 
@@ -105,6 +114,7 @@ def spark_env(settings: Settings) -> dict[str, str]:
         "SLUICE_PIPELINES": str(settings.pipelines_dir),
         "SLUICE_LAKE_ROOT": str(settings.lake_root),
         "SLUICE_CHECKPOINT_ROOT": str(settings.checkpoint_root),
+        "SLUICE_LEDGER": str(settings.ledger_path),
         "SLUICE_JARS": str(settings.jars_dir),
         "PYSPARK_PYTHON": python,
         "PYSPARK_DRIVER_PYTHON": python,

@@ -1,7 +1,8 @@
 """spark-submit entry point: run one pipeline once and print the run summary.
 
     spark-submit ... spark_jobs/run_pipeline.py --spec SPEC.yaml [--trigger once] [--dry-run]
-                 [--run-id ID] [--summary-file PATH]
+                 [--reset-checkpoint] [--run-id ID] [--summary-file PATH]
+                 [--airflow-dag-id D --airflow-run-id R --airflow-try-number N]
 
 The JSON run summary is the LAST line of stdout (and is written to --summary-file when given, which is
 how the Airflow operator and ``sluice run`` read it back). Exit code 0 = succeeded, 1 = the run failed,
@@ -12,7 +13,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import signal
 import sys
+import threading
+import time
 from pathlib import Path
 
 from sluice.settings import load_settings
@@ -26,6 +31,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--dry-run", action="store_true", help="copy of the checkpoint, scratch sink")
     parser.add_argument("--run-id", default="adhoc", help="recorded in the run summary")
     parser.add_argument("--summary-file", type=Path, help="also write the JSON run summary here")
+    parser.add_argument("--reset-checkpoint", action="store_true",
+                        help="start a new checkpoint and replace the table's content from the source")
+    parser.add_argument("--airflow-dag-id", help="the Airflow ids of the task running this (for the ledger)")
+    parser.add_argument("--airflow-run-id")
+    parser.add_argument("--airflow-try-number", type=int)
     return parser.parse_args(argv)
 
 
@@ -41,7 +51,13 @@ def main(argv: list[str] | None = None) -> int:
     from spark_jobs.runner import RunFailed, RunOptions, run_pipeline
     from spark_jobs.session import get_session
 
-    options = RunOptions(trigger=args.trigger or spec.trigger, dry_run=args.dry_run, run_id=args.run_id)
+    airflow = None
+    if args.airflow_dag_id:
+        airflow = {"dag_id": args.airflow_dag_id, "dag_run_id": args.airflow_run_id,
+                   "try_number": args.airflow_try_number}
+    options = RunOptions(trigger=args.trigger or spec.trigger, dry_run=args.dry_run, run_id=args.run_id,
+                         reset=args.reset_checkpoint, airflow=airflow)
+    watch_launcher()
     spark = get_session(app_name=f"sluice-{spec.name}")
     spark.sparkContext.setLogLevel("WARN")
     code = 0
@@ -58,6 +74,29 @@ def main(argv: list[str] | None = None) -> int:
         args.summary_file.write_text(text, encoding="utf-8")
     print(text, flush=True)
     return code
+
+
+def watch_launcher() -> None:
+    """End this run when the process that launched it (``sluice run``, the Airflow task) is gone.
+
+    Killing the launcher (kill -9 of the Airflow task, a worker lost) does not kill spark-submit: the run
+    would go on writing beside the retry. The launcher passes its pid and start time; if that process
+    disappears, this driver kills its JVM (its parent, spark-submit) and itself.
+    """
+    from sluice.process import LAUNCHER_ENV, launcher_alive
+
+    value = os.environ.get(LAUNCHER_ENV)
+    if not value:
+        return
+
+    def watch() -> None:
+        while launcher_alive(value):
+            time.sleep(1)
+        print(f"sluice: the launcher of this run ({value}) is gone: stopping the run", file=sys.stderr, flush=True)
+        os.kill(os.getppid(), signal.SIGKILL)
+        os._exit(137)
+
+    threading.Thread(target=watch, name="sluice-launcher-watch", daemon=True).start()
 
 
 if __name__ == "__main__":

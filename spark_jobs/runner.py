@@ -12,12 +12,15 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
+from sluice.lock import PipelineBusy, driver_lock
 from sluice.settings import Settings
 from sluice.spec import KafkaSource, PipelineSpec, Trigger
+from spark_jobs import guards
 from spark_jobs.delta_table import as_json, commits_since, current_version
 from spark_jobs.kafka_source import explain_failure
+from spark_jobs.ledger import append_run
 from spark_jobs.progress import ProgressCollector, batches_of, files_of_batch
-from spark_jobs.sink import start_write
+from spark_jobs.sink import merge_app_id, start_write
 from spark_jobs.source import read_stream
 from spark_jobs.transform import apply_transform
 
@@ -29,6 +32,15 @@ class RunOptions:
     trigger: Trigger
     dry_run: bool = False
     run_id: str = "adhoc"
+    reset: bool = False
+    """Start a new checkpoint and replace the table's content from the source (``--reset-checkpoint``)."""
+    airflow: dict[str, Any] | None = None
+    """``dag_id``, ``dag_run_id``, ``try_number`` of the Airflow task running this, for the ledger."""
+    write_ledger: bool = True
+
+    @property
+    def mode(self) -> str:
+        return "dry_run" if self.dry_run else "reset" if self.reset else "incremental"
 
 
 class RunFailed(RuntimeError):
@@ -40,11 +52,13 @@ class RunFailed(RuntimeError):
 
 
 def run_pipeline(spark: SparkSession, spec: PipelineSpec, settings: Settings, options: RunOptions) -> dict[str, Any]:
-    """Run the pipeline's query once to completion and return the run summary.
+    """Run the pipeline's query once to completion and return the run summary (also appended to the ledger).
 
-    A dry run reads from a copy of the checkpoint and writes to a scratch table, both deleted afterwards:
-    the real checkpoint and table are not touched, and the summary says what the next real run would do.
-    Raises :class:`RunFailed` (carrying the summary) if the query fails.
+    A real run holds the pipeline's driver lock, checks that checkpoint, table and spec belong together
+    (:mod:`spark_jobs.guards`) and creates the table, with the pipeline's identity, on first use.
+    A dry run reads from a copy of the checkpoint and writes to a scratch table (a shallow clone of the
+    real one), both deleted afterwards: the real checkpoint and table are not touched, and the summary says
+    what the next real run would do. Raises :class:`RunFailed` (carrying the summary) if the run fails.
     """
     table = spec.sink_path(settings)
     checkpoint = spec.checkpoint_path(settings)
@@ -52,68 +66,130 @@ def run_pipeline(spark: SparkSession, spec: PipelineSpec, settings: Settings, op
     summary: dict[str, Any] = {
         "pipeline": spec.name,
         "run_id": options.run_id,
+        "mode": options.mode,
         "trigger": options.trigger,
         "dry_run": options.dry_run,
         "status": "running",
-        "started_at": datetime.fromtimestamp(started, timezone.utc).isoformat(timespec="seconds"),
+        "started_at": _iso(started),
         "sink": table,
         "checkpoint": checkpoint,
+        "checkpoint_id": None,
         "batches": 0,
         "input_rows": 0,
         "output_rows": 0,
         "delta_version_before": current_version(spark, table),
         "delta_version_after": None,
         "micro_batches": [],
+        "skipped_batches": [],
+        "airflow": options.airflow,
+        "refused": False,
         "error": None,
     }
+    lock = None
     scratch = Path(tempfile.mkdtemp(prefix=DRY_RUN_PREFIX + f"{spec.name}-")) if options.dry_run else None
-    target_table, target_checkpoint = table, checkpoint
-    if scratch is not None:
-        target_table, target_checkpoint = str(scratch / "table"), str(scratch / "checkpoint")
-        if Path(checkpoint).is_dir():
-            shutil.copytree(checkpoint, target_checkpoint)
-
-    collector = ProgressCollector(query_name=spec.name)
-    spark.streams.addListener(collector)
-    query = None
     try:
-        df = apply_transform(read_stream(spark, spec, settings), spec.transform)
-        query = start_write(
-            df, spec, table_path=target_table, checkpoint=target_checkpoint,
-            trigger=options.trigger, query_name=spec.name,
-        )
-        query.awaitTermination()  # raises StreamingQueryException if the query failed
-    except Exception as err:  # noqa: BLE001 - every failure becomes the summary's error, raised below
-        summary["error"] = describe_error(err)
-        if isinstance(spec.source, KafkaSource):
-            summary["error"] = explain_failure(spec.source, summary["error"])
+        if scratch is None:
+            lock = driver_lock(settings.checkpoint_root, spec.name, _holder(options)).acquire()
+        _run_query(spark, spec, settings, options, summary, table, checkpoint, scratch)
+    except (PipelineBusy, guards.GuardRefused) as refused:
+        summary["error"], summary["refused"] = f"refused: {refused}", True
     finally:
-        spark.streams.removeListener(collector)
-
-    try:
-        summary["delta_version_after"] = current_version(spark, table)
-        if query is not None:
-            _fill_batches(spark, summary, collector, query, target_table, target_checkpoint, spec)
-    finally:
+        if lock is not None:
+            lock.release()
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
-    summary["duration_s"] = round(time.time() - started, 3)
+    ended = time.time()
+    summary["ended_at"] = _iso(ended)
+    summary["duration_s"] = round(ended - started, 3)
     summary["status"] = "failed" if summary["error"] else "succeeded"
+    if options.write_ledger:
+        try:
+            append_run(spark, str(settings.ledger_path), summary)
+            summary["ledger"] = str(settings.ledger_path)
+        except Exception as err:  # noqa: BLE001 - the run's outcome stands; say the ledger row is missing
+            summary["ledger_error"] = f"could not append to the run ledger {settings.ledger_path}: {describe_error(err)}"
     if summary["error"]:
         raise RunFailed(summary)
     return summary
 
 
-def _fill_batches(spark, summary, collector, query, target_table, target_checkpoint, spec) -> None:
+def _run_query(spark, spec, settings, options, summary, table, checkpoint, scratch) -> None:
+    target_table, target_checkpoint = table, checkpoint
+    collector = ProgressCollector(query_name=spec.name)
+    query = None
+    spark.streams.addListener(collector)
+    try:
+        df = apply_transform(read_stream(spark, spec, settings), spec.transform)
+        if scratch is None:
+            if not options.reset:
+                guards.check_spec_fits(spec, settings, checkpoint)
+            cp_id, aside = guards.prepare_sink(
+                spark, spec, table=table, checkpoint=checkpoint, schema=df.schema, reset=options.reset
+            )
+            if aside:
+                summary["replaced_checkpoint"] = aside
+        else:
+            target_table, target_checkpoint = str(scratch / "table"), str(scratch / "checkpoint")
+            cp_id = _prepare_dry_run(spark, spec, settings, options, table, checkpoint, target_table,
+                                     target_checkpoint, df.schema)
+        guards.record_spec(spec, settings, target_checkpoint)
+        summary["checkpoint_id"] = cp_id
+        query = start_write(
+            df, spec, table_path=target_table, checkpoint=target_checkpoint,
+            trigger=options.trigger, query_name=spec.name, checkpoint_id=cp_id,
+        )
+        query.awaitTermination()  # raises StreamingQueryException if the query failed
+    except (PipelineBusy, guards.GuardRefused):
+        raise
+    except Exception as err:  # noqa: BLE001 - every failure becomes the summary's error, raised by the caller
+        summary["error"] = describe_error(err)
+        if isinstance(spec.source, KafkaSource):
+            summary["error"] = explain_failure(spec.source, summary["error"])
+    finally:
+        spark.streams.removeListener(collector)
+    summary["delta_version_after"] = current_version(spark, table)
+    if query is not None:
+        app_id = merge_app_id(spec.name, summary["checkpoint_id"]) if spec.sink.mode == "merge" else None
+        _fill_batches(spark, summary, collector, query, target_table, target_checkpoint, spec, app_id)
+
+
+def _prepare_dry_run(spark, spec, settings, options, table, checkpoint, target_table, target_checkpoint, schema) -> str:
+    """Scratch checkpoint and table for a dry run; the same refusals a real run would meet."""
+    if options.reset:
+        cp_id = guards.ensure_checkpoint_id(target_checkpoint)
+        guards.create_table(spark, target_table, schema, spec, cp_id)
+        return cp_id
+    guards.check_spec_fits(spec, settings, checkpoint)
+    state = guards.check_sink(spark, spec, table=table, checkpoint=checkpoint)
+    if Path(checkpoint).is_dir():
+        shutil.copytree(checkpoint, target_checkpoint)
+    cp_id = guards.ensure_checkpoint_id(target_checkpoint)
+    if state is None:
+        guards.create_table(spark, target_table, schema, spec, cp_id)
+    else:
+        # the real table's files, referenced not copied: a MERGE sees the rows it would update
+        spark.sql(f"CREATE TABLE delta.`{target_table}` SHALLOW CLONE delta.`{table}`")
+    return cp_id
+
+
+def _holder(options: RunOptions) -> dict[str, Any]:
+    return {"run_id": options.run_id, **(options.airflow or {})}
+
+
+def _iso(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, timezone.utc).isoformat(timespec="seconds")
+
+
+def _fill_batches(spark, summary, collector, query, target_table, target_checkpoint, spec, app_id) -> None:
     reports = batches_of(collector.reports, list(query.recentProgress))
     query_id = str(query.id)
     before = None if summary["dry_run"] else summary["delta_version_before"]
     latest = None if summary["dry_run"] else summary["delta_version_after"]
-    commits = commits_since(spark, target_table, before, query_id, latest=latest)
+    commits = commits_since(spark, target_table, before, query_id, latest=latest, app_id=app_id)
     if before is not None and any(r["batchId"] not in commits for r in reports):
         # A batch with no new commit is either empty or a replay Delta skipped because the table already
         # has this query's transaction for it: look for that earlier commit.
-        commits = {**commits_since(spark, target_table, None, query_id), **commits}
+        commits = {**commits_since(spark, target_table, None, query_id, app_id=app_id), **commits}
     batches = []
     for report in reports:
         batch_id = report["batchId"]
@@ -137,6 +213,7 @@ def _fill_batches(spark, summary, collector, query, target_table, target_checkpo
             # None: no commit by this run; see replay_of_version
             "delta_version": commit["version"] if commit and not replayed else None,
             "output_rows": commit["output_rows"] if commit and not replayed else 0,
+            **({"merge": commit.get("merge") if commit and not replayed else None} if app_id else {}),
             # a batch re-run after a crash that Delta had committed already (in this version) and skipped
             "replay_of_version": commit["version"] if replayed else None,
             "duration_ms": report.get("durationMs", {}),

@@ -6,11 +6,11 @@ from datetime import timedelta
 from pathlib import Path
 
 import pendulum
-from airflow.sdk import DAG
+from airflow.sdk import DAG, Param
 
 from sluice.settings import load_settings
 from sluice.spec import KafkaSource, PipelineSpec, SpecError, load_pipeline_dir
-from sluice_airflow.pipeline_operator import SluicePipelineOperator
+from sluice_airflow.pipeline_operator import RUN_MODES, SluicePipelineOperator
 
 START_DATE = pendulum.datetime(2026, 1, 1, tz="UTC")
 
@@ -36,6 +36,18 @@ def build_dag(spec_path: Path, spec: PipelineSpec) -> DAG:
         tags=["sluice", f"source:{spec.source.format}"],
         doc_md=doc,
         default_args={"retries": spec.retries, "retry_delay": timedelta(seconds=spec.retry_delay_seconds)},
+        params={
+            "mode": Param(
+                "incremental", type="string", enum=list(RUN_MODES),
+                description="incremental: ingest what is new. dry_run: report what would be ingested, change "
+                "nothing. reset: start a new checkpoint and REPLACE the table's content from the source.",
+            ),
+            "trigger": Param(
+                spec.trigger, type="string", enum=["available_now", "once"],
+                description="available_now: everything new, in as many batches as the rate limits allow. "
+                "once: one batch.",
+            ),
+        },
     ) as dag:
         SluicePipelineOperator(task_id="ingest", spec_path=str(spec_path))
     return dag

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
@@ -12,6 +13,8 @@ from typing import Any
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk.exceptions import AirflowException
 
+from sluice.lock import PipelineBusy, launcher_lock
+from sluice.process import kill_tree
 from sluice.settings import load_settings
 from sluice.spec import load_spec
 from sluice.submit import build_submit_plan, spark_jobs_dir
@@ -26,6 +29,9 @@ class SluiceRunFailed(AirflowException):
 def is_dry_run() -> bool:
     """``airflow tasks test`` sets AIRFLOW_TEST_MODE: such runs must not advance the real checkpoint."""
     return os.environ.get("AIRFLOW_TEST_MODE", "").lower() == "true"
+
+
+RUN_MODES = ("incremental", "dry_run", "reset")
 
 
 class SluicePipelineOperator(SparkSubmitOperator):
@@ -52,14 +58,21 @@ class SluicePipelineOperator(SparkSubmitOperator):
     def execute(self, context: Any) -> dict[str, Any]:
         settings = load_settings()
         spec = load_spec(self.spec_path)
-        dry_run = is_dry_run()
+        params = context.get("params") or {}
+        mode = params.get("mode") or "incremental"
+        if mode not in RUN_MODES:
+            raise SluiceRunFailed(f"param mode: {mode!r} is not allowed; use one of: {', '.join(RUN_MODES)}")
+        dry_run = is_dry_run() or mode == "dry_run"
+        reset = mode == "reset" and not dry_run
         ti = context["ti"]
+        airflow = {"dag_id": ti.dag_id, "dag_run_id": context["run_id"], "try_number": ti.try_number}
         run_id = f"{context['run_id']}#{ti.try_number}"
+        lock = contextlib.nullcontext() if dry_run else launcher_lock(settings.checkpoint_root, spec.name, airflow)
         with tempfile.TemporaryDirectory(prefix="sluice-run-") as tmp:
             plan = build_submit_plan(
-                self.spec_path, spec, settings, trigger=self.trigger or None, dry_run=dry_run,
-                run_id=run_id, summary_file=Path(tmp) / "summary.json",
-                secret_env=kafka_secret_env(spec),
+                self.spec_path, spec, settings, trigger=self.trigger or params.get("trigger") or None,
+                dry_run=dry_run, reset=reset, run_id=run_id, summary_file=Path(tmp) / "summary.json",
+                secret_env=kafka_secret_env(spec), airflow=airflow,
             )
             require_spark_connection(plan.conn_id)
             self.application = plan.application
@@ -70,9 +83,15 @@ class SluicePipelineOperator(SparkSubmitOperator):
             self.env_vars = plan.env_vars
             self._conn_id = plan.conn_id
             if dry_run:
-                self.log.info("AIRFLOW_TEST_MODE is set: dry run (checkpoint and table are not touched)")
+                self.log.info("dry run (%s): checkpoint and table are not touched",
+                              "AIRFLOW_TEST_MODE is set" if is_dry_run() else "mode=dry_run")
+            if reset:
+                self.log.warning("mode=reset: a new checkpoint; the table's content is replaced from the source")
             try:
-                super().execute(context)
+                with lock:
+                    super().execute(context)
+            except PipelineBusy as busy:
+                raise SluiceRunFailed(str(busy)) from None
             except AirflowException as err:
                 summary = plan.read_summary()
                 if summary and summary.get("error"):
@@ -86,5 +105,16 @@ class SluicePipelineOperator(SparkSubmitOperator):
             spec.name, " (dry run)" if dry_run else "", summary["batches"], summary["input_rows"],
             summary["output_rows"], summary["delta_version_before"], summary["delta_version_after"],
         )
+        if summary.get("ledger_error"):
+            self.log.warning("%s", summary["ledger_error"])
         self.log.info("run summary: %s", json.dumps(summary))
         return summary
+
+    def on_kill(self) -> None:
+        """Kill the whole spark-submit process tree (the JVM and the Python driver under it), not only the
+        spark-submit process the provider knows: no orphan writer may keep running beside the retry."""
+        process = getattr(getattr(self, "_hook", None), "_submit_sp", None)
+        if process is not None and process.poll() is None:
+            killed = kill_tree(process.pid)
+            self.log.info("on_kill: killed the spark-submit process tree %s", killed)
+        super().on_kill()

@@ -49,6 +49,10 @@ def test_each_spec_gives_a_dag_with_one_ingest_task(sample_bag, spec_path):
     assert "sluice" in dag.tags
     assert task.retries == spec.retries == 1
     assert dag.schedule == spec.schedule
+    # the "Trigger DAG" form: run mode and trigger, validated by their JSON schema
+    assert dag.params["mode"] == "incremental"
+    assert dag.params.get_param("mode").schema["enum"] == ["incremental", "dry_run", "reset"]
+    assert dag.params["trigger"] == spec.trigger
     dag.check_cycle()
 
 

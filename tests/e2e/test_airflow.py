@@ -38,7 +38,7 @@ def test_dags_test_runs_the_task_and_tasks_test_is_a_dry_run(lake, spark, airflo
     output = first.stdout + first.stderr
     assert first.returncode == 0, output[-4000:]
     summary = summary_of(output)
-    assert (summary["input_rows"], summary["dry_run"], summary["delta_version_after"]) == (12, False, 0)
+    assert (summary["input_rows"], summary["dry_run"], summary["delta_version_after"]) == (12, False, 1)
     assert summary["run_id"].startswith("manual__")
     assert xcom_return_value("af_orders")["input_rows"] == 12  # the summary is the task's XCom
     table = summary["sink"]
@@ -54,7 +54,7 @@ def test_dags_test_runs_the_task_and_tasks_test_is_a_dry_run(lake, spark, airflo
     dry_summary = summary_of(output)
     assert (dry_summary["dry_run"], dry_summary["input_rows"]) == (True, 8)
     assert tree_digest(checkpoint) == before
-    assert dry_summary["delta_version_after"] == 0
+    assert dry_summary["delta_version_after"] == 1
     assert spark.read.format("delta").load(table).count() == 12
 
     # the next real run ingests what the dry run reported

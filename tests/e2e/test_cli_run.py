@@ -22,7 +22,7 @@ def test_sluice_run_is_incremental_and_dry_run_predicts_the_next_run(lake, spark
     assert SUMMARY_KEYS <= set(summary)
     assert (summary["pipeline"], summary["trigger"], summary["dry_run"]) == ("orders", "available_now", False)
     assert (summary["batches"], summary["input_rows"], summary["output_rows"]) == (1, 10, 10)
-    assert (summary["delta_version_before"], summary["delta_version_after"]) == (None, 0)
+    assert (summary["delta_version_before"], summary["delta_version_after"]) == (None, 1)
     assert Path(summary["micro_batches"][0]["sources"][0]["files"][0]).name == "a.json"
     assert "[sluice] orders batch 0: 10 rows in" in first.stderr  # progress streams to stderr
     assert "spark-submit --master local[*]" in first.stderr  # the command, as the hook logs it
@@ -35,12 +35,12 @@ def test_sluice_run_is_incremental_and_dry_run_predicts_the_next_run(lake, spark
     dry_summary = last_json_line(dry.stdout)
     assert (dry_summary["dry_run"], dry_summary["input_rows"]) == (True, 5)
     assert tree_digest(checkpoint) == before
-    assert dry_summary["delta_version_after"] == 0
+    assert dry_summary["delta_version_after"] == 1
 
     third = sluice("run", str(spec_path), "--trigger", "once")
     assert third.returncode == 0, third.stderr[-3000:]
     real = last_json_line(third.stdout)
-    assert (real["trigger"], real["input_rows"], real["delta_version_after"]) == ("once", 5, 1)
+    assert (real["trigger"], real["input_rows"], real["delta_version_after"]) == ("once", 5, 2)
     assert spark.read.format("delta").load(summary["sink"]).count() == 15
 
 

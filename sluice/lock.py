@@ -1,0 +1,115 @@
+"""One run of a pipeline at a time: a lock per pipeline, held by the processes of the run.
+
+The lock is an advisory ``flock`` on a file under ``<checkpoint root>/_locks/``: the kernel releases it
+when the process holding it ends, however it ends (kill -9 included), so a killed run never blocks the
+next one. Two locks per pipeline:
+
+* ``<name>.lock``: taken by the launcher (``sluice run``, the Airflow task) before spark-submit starts, so
+  a second run is refused at once, without waiting for a JVM;
+* ``<name>.driver.lock``: taken by the Spark driver itself, so that a driver left running after its
+  launcher died (an orphan) still keeps the next run's driver from writing beside it.
+
+The file holds who took it (pid, host, run id, Airflow ids), which the refusal message quotes.
+Works on one host, or hosts sharing a file system with working ``flock`` (local disk, NFSv4).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import socket
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+class PipelineBusy(RuntimeError):
+    """Another run of the pipeline holds its lock; the message names that run."""
+
+    def __init__(self, pipeline: str, holder: dict[str, Any], lock_file: Path):
+        self.pipeline = pipeline
+        self.holder = holder
+        self.lock_file = lock_file
+        super().__init__(
+            f"pipeline {pipeline} is already running ({describe_holder(holder)}); this run was refused and "
+            "changed nothing. Wait for that run to finish (one run of a pipeline at a time keeps its checkpoint "
+            f"consistent); the lock frees itself when that process ends. Lock file: {lock_file}"
+        )
+
+
+def describe_holder(holder: dict[str, Any]) -> str:
+    if not holder:
+        return "holder unknown"
+    parts = [f"pid {holder.get('pid')} on {holder.get('host')}"]
+    if holder.get("run_id"):
+        parts.append(f"run {holder['run_id']}")
+    if holder.get("dag_id"):
+        parts.append(f"Airflow dag {holder['dag_id']} run {holder.get('dag_run_id')} try {holder.get('try_number')}")
+    if holder.get("since"):
+        parts.append(f"since {holder['since']}")
+    return ", ".join(parts)
+
+
+def lock_dir(checkpoint_root: Path) -> Path:
+    return checkpoint_root / "_locks"
+
+
+@dataclass
+class PipelineLock:
+    """``with PipelineLock(path, "orders", holder={...}):`` -- raises :class:`PipelineBusy` if held."""
+
+    path: Path
+    pipeline: str
+    holder: dict[str, Any] = field(default_factory=dict)
+    _fd: int | None = None
+
+    def acquire(self) -> PipelineLock:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _read(fd)
+            os.close(fd)
+            raise PipelineBusy(self.pipeline, holder, self.path) from None
+        info = {
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            **{k: v for k, v in self.holder.items() if v is not None},
+        }
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps(info).encode(), 0)
+        self._fd = fd
+        return self
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.ftruncate(self._fd, 0)
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = None
+
+    def __enter__(self) -> PipelineLock:
+        return self.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+def _read(fd: int) -> dict[str, Any]:
+    try:
+        text = os.pread(fd, 65536, 0).decode()
+        return json.loads(text) if text.strip() else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def launcher_lock(checkpoint_root: Path, pipeline: str, holder: dict[str, Any]) -> PipelineLock:
+    return PipelineLock(lock_dir(checkpoint_root) / f"{pipeline}.lock", pipeline, holder)
+
+
+def driver_lock(checkpoint_root: Path, pipeline: str, holder: dict[str, Any]) -> PipelineLock:
+    return PipelineLock(lock_dir(checkpoint_root) / f"{pipeline}.driver.lock", pipeline, holder)

@@ -1,0 +1,244 @@
+"""Checks before a run writes: the checkpoint and the table belong together, and the spec still fits them.
+
+The table records who writes it, in its Delta table properties (so the check does not depend on the
+checkpoint):
+
+* ``sluice.pipeline``: the pipeline's name;
+* ``sluice.checkpointId``: the id of the checkpoint whose progress the table's content reflects (the
+  streaming query id Spark keeps in ``<checkpoint>/metadata``, which sluice writes before the first run).
+
+A checkpoint that is missing, or belongs to another query, while the table holds this pipeline's data
+would silently re-ingest everything: such a run is refused, with the options. ``reset`` (``sluice run
+--reset-checkpoint``) starts a new checkpoint and replaces the table's content from the source.
+
+The checkpoint also keeps ``sluice.json``: what the checkpoint's offsets and state mean (the source, and the
+stateful part of the query). A spec change Spark cannot resume from is explained before Spark starts.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from delta.tables import DeltaTable
+from pyspark.sql import SparkSession
+from pyspark.sql.types import StructField, StructType
+
+from sluice.settings import Settings
+from sluice.spec import _STATEFUL_SQL_RE, KafkaSource, PipelineSpec
+from spark_jobs.delta_table import log_state
+
+PIPELINE_PROPERTY = "sluice.pipeline"
+CHECKPOINT_PROPERTY = "sluice.checkpointId"
+SPEC_FILE = "sluice.json"
+
+
+class GuardRefused(RuntimeError):
+    """The run would lose or duplicate data; nothing was written. The message gives the options."""
+
+
+# --- the checkpoint ------------------------------------------------------------------------------
+
+def checkpoint_id(checkpoint: str) -> str | None:
+    """The streaming query id Spark keeps in ``<checkpoint>/metadata`` (None if there is none)."""
+    try:
+        return json.loads((Path(checkpoint) / "metadata").read_text(encoding="utf-8").splitlines()[0])["id"]
+    except (OSError, ValueError, KeyError, IndexError):
+        return None
+
+
+def has_progress(checkpoint: str) -> bool:
+    """Whether the checkpoint has planned any batch (``offsets/<n>``)."""
+    folder = Path(checkpoint) / "offsets"
+    return folder.is_dir() and any(p.name.isdigit() for p in folder.iterdir())
+
+
+def ensure_checkpoint_id(checkpoint: str) -> str:
+    """The checkpoint's query id, writing a new one first if it has none. Spark adopts a ``metadata`` file it
+    finds (``{"id": ...}``), so the id is known, and recorded in the table, before the first batch."""
+    found = checkpoint_id(checkpoint)
+    if found:
+        return found
+    folder = Path(checkpoint)
+    folder.mkdir(parents=True, exist_ok=True)
+    new_id = str(uuid.uuid4())
+    tmp = folder / ".metadata.sluice-tmp"
+    tmp.write_text(json.dumps({"id": new_id}) + "\n", encoding="utf-8")
+    tmp.replace(folder / "metadata")
+    return new_id
+
+
+def query_shape(spec: PipelineSpec, settings: Settings) -> dict[str, Any]:
+    """What the checkpoint's offsets and state are about. A change here cannot resume from it."""
+    source = spec.source
+    if isinstance(source, KafkaSource):
+        where = {"format": "kafka", "topics": sorted(source.topics or []), "subscribe_pattern": source.subscribe_pattern}
+    else:
+        where = {"format": source.format, "path": spec.source_path(settings)}
+    transform = spec.transform
+    sql = transform.sql if transform else None
+    stateful = bool(sql and _STATEFUL_SQL_RE.search(sql)) or bool(transform and transform.watermark)
+    return {
+        "source": where,
+        "stateful_query": " ".join(sql.split()) if stateful and sql else None,
+        "watermark": transform.watermark.model_dump() if transform and transform.watermark else None,
+        "output_mode": "update" if spec.sink.mode == "merge" else spec.sink.mode,
+    }
+
+
+_SHAPE_FIELDS = {
+    "source": "the source (format, path or topics)",
+    "stateful_query": "the stateful query (aggregation, distinct, join or window in transform.sql)",
+    "watermark": "transform.watermark",
+    "output_mode": "sink.mode",
+}
+
+
+def check_spec_fits(spec: PipelineSpec, settings: Settings, checkpoint: str) -> None:
+    """Refuse a spec the checkpoint cannot resume from, naming what changed."""
+    recorded_file = Path(checkpoint) / SPEC_FILE
+    if not has_progress(checkpoint) or not recorded_file.is_file():
+        return
+    recorded = json.loads(recorded_file.read_text(encoding="utf-8")).get("query", {})
+    current = query_shape(spec, settings)
+    changed = [
+        f"{_SHAPE_FIELDS[k]}: was {json.dumps(recorded.get(k))}, is now {json.dumps(current[k])}"
+        for k in _SHAPE_FIELDS
+        if k in recorded and recorded.get(k) != current[k]
+    ]
+    if changed:
+        raise GuardRefused(
+            f"the spec of {spec.name} changed in a way its checkpoint ({checkpoint}) cannot resume from: "
+            + "; ".join(changed)
+            + ". The checkpoint's offsets and state belong to the old query (Spark would fail, or re-read or "
+            "skip data). Options: revert the change; or run once with --reset-checkpoint (Airflow: trigger "
+            "with mode=reset) to start a new checkpoint and rebuild the table from the new source; or give the "
+            "pipeline a new name (new table and checkpoint) and keep the old table."
+        )
+
+
+def record_spec(spec: PipelineSpec, settings: Settings, checkpoint: str) -> None:
+    folder = Path(checkpoint)
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = folder / f".{SPEC_FILE}.tmp"
+    tmp.write_text(json.dumps({"pipeline": spec.name, "query": query_shape(spec, settings)}, indent=1), encoding="utf-8")
+    tmp.replace(folder / SPEC_FILE)
+
+
+def set_checkpoint_aside(checkpoint: str) -> str | None:
+    """Move a checkpoint away (kept beside it, for forensics) before a reset; returns where it went."""
+    folder = Path(checkpoint)
+    if not folder.exists():
+        return None
+    aside = folder.with_name(f"{folder.name}.replaced-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}")
+    shutil.move(str(folder), str(aside))
+    return str(aside)
+
+
+# --- the table -----------------------------------------------------------------------------------
+
+def table_state(spark: SparkSession, path: str) -> dict[str, Any] | None:
+    """The table's properties, file count and version; None if there is no Delta table there."""
+    local = log_state(path)
+    if local is not None:
+        return {"properties": local["properties"], "num_files": local["num_files"]}
+    if not DeltaTable.isDeltaTable(spark, path):
+        return None
+    detail = DeltaTable.forPath(spark, path).detail().select("properties", "numFiles").first()
+    return {"properties": dict(detail["properties"] or {}), "num_files": int(detail["numFiles"] or 0)}
+
+
+def _nullable(schema: StructType) -> StructType:
+    return StructType([StructField(f.name, f.dataType, True, f.metadata) for f in schema.fields])
+
+
+def create_table(
+    spark: SparkSession, path: str, schema: StructType, spec: PipelineSpec, cp_id: str, *, replace: bool = False
+) -> None:
+    """Create the sink table, empty, with the pipeline's identity. ``replace`` (a reset): empty an existing
+    table and give it the new schema and checkpoint id (two commits; a crash between them leaves an empty
+    table that the next run adopts). The old content stays in the Delta history (time travel)."""
+    if replace:
+        writer = spark.createDataFrame([], _nullable(schema)).write.format("delta").mode("overwrite")
+        writer = writer.option("overwriteSchema", "true")
+        if spec.sink.partition_by:
+            writer = writer.partitionBy(*spec.sink.partition_by)
+        writer.save(path)
+        set_identity(spark, path, spec, cp_id)
+        return
+    builder = DeltaTable.createIfNotExists(spark).location(path).addColumns(_nullable(schema))
+    if spec.sink.partition_by:
+        builder = builder.partitionedBy(*spec.sink.partition_by)
+    builder = builder.property(PIPELINE_PROPERTY, spec.name).property(CHECKPOINT_PROPERTY, cp_id)
+    builder.execute()
+
+
+def set_identity(spark: SparkSession, path: str, spec: PipelineSpec, cp_id: str) -> None:
+    spark.sql(
+        f"ALTER TABLE delta.`{_quote(path)}` SET TBLPROPERTIES "
+        f"('{PIPELINE_PROPERTY}' = '{spec.name}', '{CHECKPOINT_PROPERTY}' = '{cp_id}')"
+    )
+
+
+def _quote(path: str) -> str:
+    return path.replace("`", "``")
+
+
+def check_sink(spark: SparkSession, spec: PipelineSpec, *, table: str, checkpoint: str) -> dict[str, Any] | None:
+    """Refuse (:class:`GuardRefused`) when checkpoint and table do not belong together; changes nothing.
+    Returns the table's state (None: no table yet)."""
+    state = table_state(spark, table)
+    if state is None:
+        return None
+    props, has_data = state["properties"], state["num_files"] > 0
+    owner = props.get(PIPELINE_PROPERTY)
+    if owner and owner != spec.name:
+        raise GuardRefused(
+            f"the sink table {table} belongs to pipeline {owner}, not {spec.name}: two pipelines writing one table "
+            f"would mix their data and checkpoints. Give {spec.name} its own sink.path."
+        )
+    recorded = props.get(CHECKPOINT_PROPERTY)
+    current = checkpoint_id(checkpoint)
+    if has_data and not has_progress(checkpoint):
+        raise GuardRefused(
+            f"the checkpoint of {spec.name} ({checkpoint}) is missing or empty, but its table {table} already "
+            f"holds data{' written by this pipeline' if owner else ''}: running now would ingest the whole source "
+            "again and duplicate it. Options: restore the checkpoint folder from a backup (then run again); or "
+            "run once with --reset-checkpoint (Airflow: trigger with mode=reset) to start a new checkpoint and "
+            "REPLACE the table's content with the source's (the old versions stay in the Delta history); or point "
+            "sink.path at a new table."
+        )
+    if recorded and current and recorded != current and has_data:
+        raise GuardRefused(
+            f"the checkpoint of {spec.name} ({checkpoint}) belongs to another query (id {current}) than the one "
+            f"that wrote its table {table} (id {recorded}): its offsets do not describe what the table holds, so "
+            "the run could skip or duplicate data. Options: put back the checkpoint of query "
+            f"{recorded}; or run once with --reset-checkpoint (Airflow: mode=reset) to rebuild the table from "
+            "the source; or point sink.path at a new table."
+        )
+    return state
+
+
+def prepare_sink(
+    spark: SparkSession, spec: PipelineSpec, *, table: str, checkpoint: str, schema: StructType, reset: bool = False,
+) -> tuple[str, str | None]:
+    """Check that checkpoint and table belong together and create the table if needed (a reset replaces it);
+    return the checkpoint id the run will use and, for a reset, where the old checkpoint went."""
+    if reset:
+        exists = DeltaTable.isDeltaTable(spark, table)
+        aside = set_checkpoint_aside(checkpoint)
+        cp_id = ensure_checkpoint_id(checkpoint)
+        create_table(spark, table, schema, spec, cp_id, replace=exists)
+        return cp_id, aside
+    state = check_sink(spark, spec, table=table, checkpoint=checkpoint)
+    cp_id = ensure_checkpoint_id(checkpoint)
+    if state is None:
+        create_table(spark, table, schema, spec, cp_id)
+    elif state["properties"].get(PIPELINE_PROPERTY) != spec.name or state["properties"].get(CHECKPOINT_PROPERTY) != cp_id:
+        # a table from before sluice recorded identities, or an empty one whose reset did not finish
+        set_identity(spark, table, spec, cp_id)
+    return cp_id, None

@@ -1,0 +1,127 @@
+"""Faults across process boundaries: a second run, a killed launcher, Airflow's on_kill, and the short chaos
+run (kill -9 at random and at exact moments, then compare the tables with the input by id)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from bench.chaos import Harness
+from sluice.process import descendants
+from tests.e2e.conftest import BIN, last_json_line, sluice
+from tests.helpers import orders_spec, write_orders, write_spec
+
+
+def driver_processes(root: int) -> dict[str, list[int]]:
+    """The spark-submit JVM and the Python driver under a launcher process."""
+    found: dict[str, list[int]] = {"jvm": [], "driver": []}
+    for pid in descendants(root):
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if "org.apache.spark.deploy.SparkSubmit" in cmdline:
+            found["jvm"].append(pid)
+        elif "run_pipeline.py" in cmdline and "java" not in cmdline.split(" ")[0]:
+            found["driver"].append(pid)
+    return found
+
+
+def wait_for(condition, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def start(*args: str) -> subprocess.Popen:
+    return subprocess.Popen([str(BIN / "sluice"), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ), stdin=subprocess.DEVNULL, start_new_session=True)
+
+
+def test_a_second_run_is_refused_at_once_naming_the_first_which_completes(lake, spark):
+    spec_path = write_spec(lake.pipelines_dir, orders_spec())
+    write_orders(lake.lake_root / "landing" / "orders", "a.json", range(0, 40))
+    first = start("run", str(spec_path))
+    lock_file = lake.checkpoint_root / "_locks" / "orders.lock"
+    wait_for(lambda: lock_file.is_file() and lock_file.read_text(), 60, "the first run's lock")
+
+    started = time.monotonic()
+    second = sluice("run", "orders")
+    assert second.returncode == 1
+    assert time.monotonic() - started < 20  # refused before any JVM starts
+    assert f"pipeline orders is already running (pid {first.pid} on " in second.stderr
+    assert "run cli__" in second.stderr and "Wait for that run to finish" in second.stderr
+
+    out, err = first.communicate(timeout=600)
+    assert first.returncode == 0, err[-3000:]
+    assert last_json_line(out)["input_rows"] == 40
+    assert spark.read.format("delta").load(str(lake.lake_root / "bronze" / "orders")).count() == 40
+
+
+def test_killing_the_launcher_stops_its_spark_driver_and_jvm(lake, spark):
+    spec_path = write_spec(lake.pipelines_dir, orders_spec())
+    write_orders(lake.lake_root / "landing" / "orders", "a.json", range(0, 25))
+    launcher = start("run", str(spec_path))
+    tree = wait_for(lambda: (lambda f: f if f["jvm"] and f["driver"] else None)(driver_processes(launcher.pid)),
+                    90, "spark-submit and the Python driver")
+
+    os.kill(launcher.pid, signal.SIGKILL)  # the launcher only: its children are left to themselves
+    launcher.wait()
+    survivors = lambda: [p for p in tree["jvm"] + tree["driver"] if alive(p)]  # noqa: E731
+    wait_for(lambda: not survivors(), 30, f"the orphaned driver processes {survivors()} to stop")
+
+    # no orphan writer: the next run takes the lock and ingests every row exactly once
+    again = sluice("run", "orders")
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert spark.read.format("delta").load(str(lake.lake_root / "bronze" / "orders")).count() == 25
+
+
+def test_airflow_on_kill_kills_the_whole_spark_submit_tree(lake, airflow_db):
+    write_spec(lake.pipelines_dir, orders_spec(name="af_kill"))
+    write_orders(lake.lake_root / "landing" / "orders", "a.json", range(0, 10))
+    task = subprocess.Popen(
+        [str(BIN / "sluice"), "airflow", "tasks", "test", "af_kill", "ingest", "2026-11-23"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=dict(os.environ),
+        stdin=subprocess.DEVNULL, start_new_session=True,
+    )
+    tree = wait_for(lambda: (lambda f: f if f["jvm"] and f["driver"] else None)(driver_processes(task.pid)),
+                    120, "the task's spark-submit and Python driver")
+
+    task.send_signal(signal.SIGTERM)  # what Airflow sends a task it stops (UI "mark failed", timeout)
+    output, _ = task.communicate(timeout=120)
+    assert "on_kill: killed the spark-submit process tree" in output, output[-4000:]
+    assert not [p for p in tree["jvm"] + tree["driver"] if alive(p)]
+
+
+def test_short_chaos_run_loses_and_duplicates_nothing(tmp_path, spark, kafka_broker):
+    # every pipeline gets the exact kill between the Delta commit and the checkpoint commit; files also
+    # a kill -9 of the whole process tree at a random moment (`make chaos` runs 50 random rounds each)
+    plan = {"files": ["between_commits", "random"], "kafka": ["between_commits"], "merge": ["between_commits"]}
+    harness = Harness(tmp_path / "chaos", seed=7, kinds=list(plan), modes=["random"],
+                      bootstrap=kafka_broker.bootstrap_servers)
+    results = harness.run(0, spark, plan=plan)
+    print(json.dumps(results, indent=1))
+    for kind, result in results.items():
+        assert result["rounds"] == len(plan[kind])
+        assert (result["lost"], result["duplicated"], result["stale"], result["unexpected"]) == (0, 0, 0, 0), kind
+        assert result["failures"] == []
+        assert result["rows"] > 0
+        # the kill between the two commits left a batch that Delta had committed: the rerun skipped it
+        assert result["replayed_batches"] >= 1, kind
+    assert results["files"]["rows"] == results["files"]["produced"] == 600

@@ -1,0 +1,42 @@
+"""Process trees: the launcher watch's liveness check and kill_tree, on real processes."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+
+from sluice.process import descendants, kill_tree, launcher_alive, launcher_token
+
+
+def test_a_launcher_token_names_one_live_process():
+    assert launcher_alive(launcher_token())
+    child = subprocess.Popen(["sleep", "30"])
+    token = launcher_token(child.pid)
+    assert launcher_alive(token)
+    child.kill()
+    child.wait()
+    assert not launcher_alive(token)
+    pid, _, started = token.partition(":")
+    assert not launcher_alive(f"{pid}:{int(started) + 1}")  # same pid, another start time: a reused pid
+
+
+def test_kill_tree_reaches_grandchildren():
+    root = subprocess.Popen(["sh", "-c", "sleep 60 & sleep 60 & wait"])
+    deadline = time.monotonic() + 10
+    while len(descendants(root.pid)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    grandchildren = descendants(root.pid)
+    assert len(grandchildren) == 2
+    assert sorted(kill_tree(root.pid)) == sorted([root.pid, *grandchildren])
+    root.wait()
+    time.sleep(0.2)
+    for pid in grandchildren:
+        assert not _running(pid)
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False

@@ -1,0 +1,303 @@
+"""Exactly-once under faults, in-process on real Spark and Delta: the MERGE sink and its replays, the
+guards on checkpoint and table, a changed spec, the pipeline lock, the run ledger."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from sluice.lock import PipelineBusy, driver_lock
+from spark_jobs.guards import CHECKPOINT_PROPERTY, PIPELINE_PROPERTY, checkpoint_id
+from spark_jobs.runner import RunFailed, RunOptions, run_pipeline
+from tests.helpers import make_spec, orders_spec, write_lines, write_orders
+
+CDC_SCHEMA = "id BIGINT, version BIGINT, status STRING, op STRING"
+
+
+def run(spark, spec, lake, **options) -> dict:
+    return run_pipeline(spark, spec, lake, RunOptions(trigger=spec.trigger, run_id=options.pop("run_id", "t"),
+                                                      **options))
+
+
+def table(spark, spec, lake):
+    return spark.read.format("delta").load(spec.sink_path(lake))
+
+
+def rows(spark, spec, lake) -> list[tuple]:
+    return sorted(tuple(r) for r in table(spark, spec, lake).collect())
+
+
+def ids(spark, spec, lake) -> list[int]:
+    return sorted(r.id for r in table(spark, spec, lake).select("id").collect())
+
+
+def cdc(folder: Path, name: str, changes: list[tuple[int, int, str, str]]) -> None:
+    write_lines(folder / name, [json.dumps({"id": i, "version": v, "status": s, "op": o}) for i, v, s, o in changes])
+
+
+def merge_spec(**sink) -> dict:
+    return {
+        "name": "accounts",
+        "source": {"format": "json", "path": "landing/accounts", "schema": CDC_SCHEMA},
+        "sink": {"mode": "merge", "keys": ["id"], **sink},
+    }
+
+
+def properties(spark, path: str) -> dict:
+    from delta.tables import DeltaTable
+
+    return DeltaTable.forPath(spark, path).detail().first()["properties"]
+
+
+# --- the MERGE sink ------------------------------------------------------------------------------
+
+def test_merge_upserts_by_key_and_the_greatest_order_by_wins(spark, lake):
+    spec = make_spec(merge_spec(order_by="version", delete_when="op = 'D'"))
+    landing = lake.lake_root / "landing" / "accounts"
+    cdc(landing, "1.json", [(1, 1, "new", "I"), (2, 1, "new", "I"), (1, 3, "active", "U"), (1, 2, "stale", "U"),
+                            (3, 1, "new", "I")])
+    first = run(spark, spec, lake)
+    assert first["input_rows"] == 5
+    # within the batch: key 1's version 3 wins over versions 1 and 2, whatever their order in the file
+    assert rows(spark, spec, lake) == [(1, 3, "active", "U"), (2, 1, "new", "I"), (3, 1, "new", "I")]
+    assert first["micro_batches"][0]["merge"] == {"inserted": 3, "updated": 0, "deleted": 0}
+
+    cdc(landing, "2.json", [(2, 2, "active", "U"), (1, 2, "older", "U"), (3, 2, "", "D"), (4, 1, "gone", "D"),
+                            (5, 1, "new", "I")])
+    second = run(spark, spec, lake)
+    # against the table: key 1's version 2 is older than the table's 3 and changes nothing; key 3 is
+    # deleted; key 4's deletion of a row that never existed inserts nothing
+    assert rows(spark, spec, lake) == [(1, 3, "active", "U"), (2, 2, "active", "U"), (5, 1, "new", "I")]
+    assert second["micro_batches"][0]["merge"] == {"inserted": 1, "updated": 1, "deleted": 1}
+    assert second["output_rows"] == 3
+
+
+def test_merge_without_order_by_keeps_the_last_row_of_a_key(spark, lake):
+    spec = make_spec(merge_spec())
+    landing = lake.lake_root / "landing" / "accounts"
+    cdc(landing, "1.json", [(1, 1, "first", "I"), (1, 1, "second", "U"), (2, 1, "only", "I")])
+    run(spark, spec, lake)
+    assert rows(spark, spec, lake) == [(1, 1, "second", "U"), (2, 1, "only", "I")]
+
+
+def test_a_replayed_merge_batch_is_skipped_by_its_delta_transaction_id(spark, lake):
+    spec = make_spec(merge_spec(order_by="version"))
+    landing = lake.lake_root / "landing" / "accounts"
+    cdc(landing, "1.json", [(1, 1, "new", "I"), (2, 1, "new", "I")])
+    run(spark, spec, lake)
+    cdc(landing, "2.json", [(1, 2, "x", "U"), (3, 1, "new", "I")])
+    second = run(spark, spec, lake)
+    version = second["delta_version_after"]
+    # the driver died after the MERGE of batch 1 committed, before the checkpoint's commits/1
+    checkpoint = Path(spec.checkpoint_path(lake))
+    (checkpoint / "commits" / "1").unlink()
+    (checkpoint / "commits" / ".1.crc").unlink(missing_ok=True)
+    # meanwhile someone changed row 3 by hand: a MERGE that ran again would overwrite it
+    spark.sql(f"UPDATE delta.`{spec.sink_path(lake)}` SET status = 'by hand' WHERE id = 3")
+
+    replay = run(spark, spec, lake)
+
+    assert replay["skipped_batches"] == [1]
+    assert replay["micro_batches"][0]["replay_of_version"] == version
+    assert replay["delta_version_after"] == version + 1  # only the hand-made UPDATE: no new MERGE commit
+    assert rows(spark, spec, lake) == [(1, 2, "x", "U"), (2, 1, "new", "I"), (3, 1, "by hand", "I")]
+    assert (checkpoint / "commits" / "1").is_file()
+
+
+def test_dry_run_of_a_merge_predicts_updates_against_the_real_rows(spark, lake):
+    spec = make_spec(merge_spec())
+    landing = lake.lake_root / "landing" / "accounts"
+    cdc(landing, "1.json", [(1, 1, "new", "I"), (2, 1, "new", "I")])
+    run(spark, spec, lake)
+    cdc(landing, "2.json", [(1, 2, "x", "U"), (3, 1, "new", "I")])
+    dry = run(spark, spec, lake, dry_run=True)
+    assert dry["micro_batches"][0]["merge"] == {"inserted": 1, "updated": 1, "deleted": 0}
+    assert rows(spark, spec, lake) == [(1, 1, "new", "I"), (2, 1, "new", "I")]  # the real table is untouched
+
+
+# --- the table's identity and the checkpoint guards ------------------------------------------------
+
+def landed_orders(spark, lake, **overrides):
+    spec = make_spec(orders_spec(**overrides))
+    landing = lake.lake_root / "landing" / "orders"
+    write_orders(landing, "a.json", range(0, 10))
+    first = run(spark, spec, lake)
+    return spec, landing, first
+
+
+def test_the_table_records_its_pipeline_and_checkpoint(spark, lake):
+    spec, _, first = landed_orders(spark, lake)
+    props = properties(spark, spec.sink_path(lake))
+    assert props[PIPELINE_PROPERTY] == "orders"
+    assert props[CHECKPOINT_PROPERTY] == checkpoint_id(spec.checkpoint_path(lake)) == first["checkpoint_id"]
+
+
+def test_a_lost_checkpoint_is_refused_and_reset_rebuilds_the_table_from_the_source(spark, lake):
+    spec, landing, _ = landed_orders(spark, lake)
+    write_orders(landing, "b.json", range(10, 15))
+    run(spark, spec, lake)
+    checkpoint = Path(spec.checkpoint_path(lake))
+    shutil.rmtree(checkpoint)
+    write_orders(landing, "c.json", range(15, 20))
+
+    with pytest.raises(RunFailed) as refused:
+        run(spark, spec, lake)
+    message = str(refused.value)
+    assert message.startswith(f"refused: the checkpoint of orders ({checkpoint}) is missing or empty, but its table")
+    assert "--reset-checkpoint" in message and "restore the checkpoint" in message
+    assert refused.value.summary["refused"] is True
+    assert ids(spark, spec, lake) == list(range(15))  # nothing was written
+    assert not checkpoint.exists()  # nor a new checkpoint started
+
+    reset = run(spark, spec, lake, reset=True)
+    assert reset["mode"] == "reset"
+    assert ids(spark, spec, lake) == list(range(20))  # the whole source, each row once: replaced, not appended
+    assert run(spark, spec, lake)["input_rows"] == 0  # and incremental runs go on from the new checkpoint
+
+
+def test_reset_keeps_the_old_checkpoint_beside_the_new_one(spark, lake):
+    spec, landing, first = landed_orders(spark, lake)
+    write_orders(landing, "b.json", range(10, 12))
+    reset = run(spark, spec, lake, reset=True)
+    aside = Path(reset["replaced_checkpoint"])
+    assert aside.parent == Path(spec.checkpoint_path(lake)).parent and aside.name.startswith("orders.replaced-")
+    assert checkpoint_id(str(aside)) == first["checkpoint_id"] != reset["checkpoint_id"]
+    assert ids(spark, spec, lake) == list(range(12))
+
+
+def test_a_checkpoint_of_another_query_is_refused(spark, lake):
+    spec, landing, _ = landed_orders(spark, lake)
+    checkpoint = Path(spec.checkpoint_path(lake))
+    # another query's checkpoint put in its place (a restore from the wrong backup)
+    other = make_spec(orders_spec(name="other", sink={"path": "bronze/other"}))
+    run(spark, other, lake)
+    shutil.rmtree(checkpoint)
+    shutil.copytree(other.checkpoint_path(lake), checkpoint)
+    with pytest.raises(RunFailed) as refused:
+        run(spark, spec, lake)
+    assert "belongs to another query" in str(refused.value)
+    assert checkpoint_id(other.checkpoint_path(lake)) in str(refused.value)
+
+
+def test_a_table_of_another_pipeline_is_refused(spark, lake):
+    landed_orders(spark, lake)
+    thief = make_spec(orders_spec(name="thief"))  # same sink.path bronze/orders
+    with pytest.raises(RunFailed) as refused:
+        run(spark, thief, lake)
+    assert "the sink table" in str(refused.value) and "belongs to pipeline orders, not thief" in str(refused.value)
+
+
+def test_a_changed_source_is_explained_before_spark_starts(spark, lake):
+    spec, _, _ = landed_orders(spark, lake)
+    moved = make_spec(orders_spec(source={**orders_spec()["source"], "path": "landing/orders_v2"}))
+    (lake.lake_root / "landing" / "orders_v2").mkdir(parents=True)
+    with pytest.raises(RunFailed) as refused:
+        run(spark, moved, lake)
+    message = str(refused.value)
+    assert "changed in a way its checkpoint" in message
+    assert f'the source (format, path or topics): was {{"format": "json", "path": "{lake.lake_root}/landing/orders"}}' in message
+    assert "mode=reset" in message
+
+
+def test_a_changed_stateful_query_is_refused_but_a_stateless_change_is_not(spark, lake):
+    agg = {"sql": "SELECT customer, count(*) AS n FROM source GROUP BY customer"}
+    spec, _, _ = landed_orders(spark, lake, transform=agg, sink={"mode": "complete"})
+    changed = make_spec(orders_spec(transform={"sql": "SELECT customer, sum(amount) AS n FROM source GROUP BY customer"},
+                                    sink={"mode": "complete"}))
+    with pytest.raises(RunFailed) as refused:
+        run(spark, changed, lake)
+    assert "the stateful query (aggregation, distinct, join or window in transform.sql): was" in str(refused.value)
+
+    plain, landing, _ = landed_orders(spark, lake, name="plain", sink={"path": "bronze/plain"})
+    projected = make_spec(orders_spec(name="plain", sink={"path": "bronze/plain"},
+                                      transform={"sql": "SELECT * FROM source WHERE amount >= 0"}))
+    write_orders(landing, "b.json", range(10, 13))
+    assert run(spark, projected, lake)["input_rows"] == 3
+
+
+# --- the lock --------------------------------------------------------------------------------------
+
+HOLD_LOCK = """
+import sys, time
+from pathlib import Path
+from sluice.lock import driver_lock
+lock = driver_lock(Path(sys.argv[1]), "orders", {"run_id": "the-holder"}).acquire()
+print("held", flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_second_run_is_refused_while_one_holds_the_pipeline_and_a_killed_holder_frees_it(spark, lake):
+    spec = make_spec(orders_spec())
+    write_orders(lake.lake_root / "landing" / "orders", "a.json", range(0, 5))
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(lake.checkpoint_root)],
+                              stdout=subprocess.PIPE, text=True, env={**os.environ})
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        started = time.monotonic()
+        with pytest.raises(RunFailed) as refused:
+            run(spark, spec, lake)
+        assert time.monotonic() - started < 30  # refused at once, not after a wait
+        message = str(refused.value)
+        assert message.startswith(f"refused: pipeline orders is already running (pid {holder.pid} on ")
+        assert "run the-holder" in message
+        assert not Path(spec.sink_path(lake)).exists()
+    finally:
+        holder.send_signal(signal.SIGKILL)  # a killed run: no clean-up, no unlock
+        holder.wait()
+    assert run(spark, spec, lake)["input_rows"] == 5  # the kernel freed the lock with the process
+
+
+def test_lock_is_exclusive_and_reusable(lake):
+    first = driver_lock(lake.checkpoint_root, "p", {"run_id": "one"}).acquire()
+    with pytest.raises(PipelineBusy) as busy:
+        driver_lock(lake.checkpoint_root, "p", {"run_id": "two"}).acquire()
+    assert busy.value.holder["run_id"] == "one"
+    first.release()
+    with driver_lock(lake.checkpoint_root, "p", {}):
+        pass
+
+
+# --- the run ledger --------------------------------------------------------------------------------
+
+def test_every_run_appends_to_the_ledger_which_answers_which_run_wrote_a_version(spark, lake):
+    spec, landing, first = landed_orders(spark, lake)
+    write_orders(landing, "b.json", range(10, 14))
+    dry = run(spark, spec, lake, dry_run=True, run_id="the-dry-run")
+    second = run(spark, spec, lake, run_id="the-second", airflow={"dag_id": "orders", "dag_run_id": "manual__x",
+                                                                  "try_number": 2})
+    shutil.rmtree(spec.checkpoint_path(lake))
+    with pytest.raises(RunFailed):
+        run(spark, spec, lake, run_id="refused-one")
+
+    ledger = spark.read.format("delta").load(str(lake.ledger_path)).where("pipeline = 'orders'")
+    by_run = {r.run_id: r for r in ledger.collect()}
+    assert set(by_run) == {"t", "the-dry-run", "the-second", "refused-one"}
+    assert (by_run["the-dry-run"].mode, by_run["the-dry-run"].input_rows) == ("dry_run", 4)
+    assert by_run["refused-one"].status == "failed" and "missing or empty" in by_run["refused-one"].error
+    row = by_run["the-second"]
+    assert (row.dag_id, row.dag_run_id, row.try_number, row.status) == ("orders", "manual__x", 2, "succeeded")
+    assert (row.delta_version_before, row.delta_version_after, row.batch_ids) == (1, 2, [1])
+    assert json.loads(row.summary)["run_id"] == "the-second"
+    assert dry["input_rows"] == second["input_rows"] == 4
+
+    # "which run wrote version 2, from which offsets / files?" is one query
+    answer = spark.sql(f"""
+        SELECT l.run_id, b.batch_id, s.start_offset, s.end_offset, s.files
+        FROM delta.`{lake.ledger_path}` l LATERAL VIEW explode(l.micro_batches) AS b
+        LATERAL VIEW explode(b.sources) AS s
+        WHERE l.pipeline = 'orders' AND b.delta_version = 2""").collect()
+    assert len(answer) == 1
+    assert (answer[0].run_id, answer[0].batch_id) == ("the-second", 1)
+    assert json.loads(answer[0].start_offset) == {"logOffset": 0}
+    assert json.loads(answer[0].end_offset) == {"logOffset": 1}
+    assert [Path(f).name for f in answer[0].files] == ["b.json"]
+    assert first["ledger"] == str(lake.ledger_path)
