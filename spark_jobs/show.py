@@ -46,7 +46,9 @@ def status_table(runs: list[dict]) -> str:
             **run,
             "started_at": run["started_at"].strftime("%Y-%m-%d %H:%M:%S") if run.get("started_at") else "",
             "run_id": run["run_id"] if not run.get("dag_id") else f"{run['dag_run_id']} (try {run['try_number']})",
-            "versions": "-" if after is None else (f"{after}" if before == after else f"{before}->{after}"),
+            # new->1: the run created the table; 4: nothing written; 4->6: versions 5 and 6 are this run's
+            "versions": "-" if after is None else (
+                f"{after}" if before == after else f"{'new' if before is None else before}->{after}"),
             "error": (run.get("error") or "")[:80],
         }
         rows.append(["" if cells.get(k) is None else str(cells[k]) for k, _ in STATUS_COLUMNS])

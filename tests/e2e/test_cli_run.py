@@ -43,6 +43,21 @@ def test_sluice_run_is_incremental_and_dry_run_predicts_the_next_run(lake, spark
     assert (real["trigger"], real["input_rows"], real["delta_version_after"]) == ("once", 5, 2)
     assert spark.read.format("delta").load(summary["sink"]).count() == 15
 
+    # every run is in the ledger; `sluice status` shows them newest first
+    status = sluice("status", "orders")
+    assert status.returncode == 0, status.stderr[-3000:]
+    lines = status.stdout.splitlines()
+    assert lines[0] == f"== orders: latest runs (ledger {lake.ledger_path})"
+    assert lines[1].split() == ["started", "(UTC)", "run", "mode", "status", "batches", "rows", "in", "rows", "out",
+                                "versions", "secs", "error"]
+    runs = [line.split() for line in lines[3:]]
+    assert [(r[2], r[3], r[4], r[5], r[6], r[7]) for r in runs] == [
+        (real["run_id"], "incremental", "succeeded", "1", "5", "5"),
+        (dry_summary["run_id"], "dry_run", "succeeded", "1", "5", "5"),
+        (summary["run_id"], "incremental", "succeeded", "1", "10", "10"),
+    ]
+    assert [r[8] for r in runs] == ["1->2", "1", "new->1"]
+
 
 def test_sluice_run_failure_exits_1_with_the_error_in_the_summary(lake):
     spec_path = write_spec(lake.pipelines_dir, orders_spec(transform={"sql": "SELECT missing_col FROM source"}))

@@ -14,7 +14,7 @@ from tests.helpers import end_offsets, kafka_spec, make_spec, new_topic, produce
 
 
 def run(spark, spec, lake, **options):
-    return run_pipeline(spark, spec, lake, RunOptions(trigger=spec.trigger, run_id="t", **options))
+    return run_pipeline(spark, spec, lake, RunOptions(trigger=spec.trigger, run_id="t", write_ledger=False, **options))
 
 
 def table(spark, spec, lake):
