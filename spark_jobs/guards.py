@@ -194,13 +194,9 @@ def check_sink(spark: SparkSession, spec: PipelineSpec, *, table: str, checkpoin
     state = table_state(spark, table)
     if state is None:
         return None
+    _refuse_foreign_table(spec, table, state)
     props, has_data = state["properties"], state["num_files"] > 0
     owner = props.get(PIPELINE_PROPERTY)
-    if owner and owner != spec.name:
-        raise GuardRefused(
-            f"the sink table {table} belongs to pipeline {owner}, not {spec.name}: two pipelines writing one table "
-            f"would mix their data and checkpoints. Give {spec.name} its own sink.path."
-        )
     recorded = props.get(CHECKPOINT_PROPERTY)
     current = checkpoint_id(checkpoint)
     if has_data and not has_progress(checkpoint):
@@ -223,13 +219,25 @@ def check_sink(spark: SparkSession, spec: PipelineSpec, *, table: str, checkpoin
     return state
 
 
+def _refuse_foreign_table(spec: PipelineSpec, table: str, state: dict[str, Any] | None) -> None:
+    owner = (state or {}).get("properties", {}).get(PIPELINE_PROPERTY)
+    if owner and owner != spec.name:
+        raise GuardRefused(
+            f"the sink table {table} belongs to pipeline {owner}, not {spec.name}: two pipelines writing one table "
+            f"would mix their data and checkpoints (a reset would wipe {owner}'s data). Give {spec.name} its own "
+            "sink.path."
+        )
+
+
 def prepare_sink(
     spark: SparkSession, spec: PipelineSpec, *, table: str, checkpoint: str, schema: StructType, reset: bool = False,
 ) -> tuple[str, str | None]:
     """Check that checkpoint and table belong together and create the table if needed (a reset replaces it);
     return the checkpoint id the run will use and, for a reset, where the old checkpoint went."""
     if reset:
-        exists = DeltaTable.isDeltaTable(spark, table)
+        state = table_state(spark, table)
+        _refuse_foreign_table(spec, table, state)
+        exists = state is not None or DeltaTable.isDeltaTable(spark, table)
         aside = set_checkpoint_aside(checkpoint)
         cp_id = ensure_checkpoint_id(checkpoint)
         create_table(spark, table, schema, spec, cp_id, replace=exists)

@@ -193,6 +193,10 @@ def test_a_table_of_another_pipeline_is_refused(spark, lake):
     with pytest.raises(RunFailed) as refused:
         run(spark, thief, lake)
     assert "the sink table" in str(refused.value) and "belongs to pipeline orders, not thief" in str(refused.value)
+    with pytest.raises(RunFailed) as refused_reset:
+        run(spark, thief, lake, reset=True)  # a reset would wipe the other pipeline's rows
+    assert "belongs to pipeline orders, not thief" in str(refused_reset.value)
+    assert ids(spark, make_spec(orders_spec()), lake) == list(range(10))
 
 
 def test_a_changed_source_is_explained_before_spark_starts(spark, lake):
