@@ -78,13 +78,16 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     from sluice_airflow.kafka_connection import kafka_secret_env
     from sluice_airflow.spark_connection import require_spark_connection
 
+    from sluice.lock import run_lock
     from sluice.submit import build_submit_plan
 
     # after Airflow's import, which configures logging its own way: the hook's lines go to stderr
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr, force=True)
 
     run_id = "cli__" + datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S") + f"_{os.getpid()}"
-    with tempfile.TemporaryDirectory(prefix="sluice-run-") as tmp, _run_lock(spec, settings, run_id, args.dry_run):
+    # a real run holds the pipeline's lock from before spark-submit to its end: a second run is refused at once
+    lock = run_lock(settings.checkpoint_root, spec.name, {"run_id": run_id}, dry_run=args.dry_run)
+    with tempfile.TemporaryDirectory(prefix="sluice-run-") as tmp, lock:
         plan = build_submit_plan(
             spec_path, spec, settings, trigger=args.trigger, dry_run=args.dry_run, reset=args.reset_checkpoint,
             run_id=run_id, summary_file=Path(tmp) / "summary.json",
@@ -104,16 +107,6 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
         return 1
     print(json.dumps(summary))
     return 0 if summary["status"] == "succeeded" and failed is None else 1
-
-
-def _run_lock(spec, settings: Settings, run_id: str, dry_run: bool):
-    """A real run holds the pipeline's lock from before spark-submit to its end; a second run is refused
-    at once (PipelineBusy, a RuntimeError). Dry runs change nothing and take no lock."""
-    from sluice.lock import launcher_lock
-
-    if dry_run:
-        return contextlib.nullcontext()
-    return launcher_lock(settings.checkpoint_root, spec.name, {"run_id": run_id})
 
 
 @contextlib.contextmanager

@@ -15,6 +15,7 @@ Works on one host, or hosts sharing a file system with working ``flock`` (local 
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -109,6 +110,12 @@ def _read(fd: int) -> dict[str, Any]:
 
 def launcher_lock(checkpoint_root: Path, pipeline: str, holder: dict[str, Any]) -> PipelineLock:
     return PipelineLock(lock_dir(checkpoint_root) / f"{pipeline}.lock", pipeline, holder)
+
+
+def run_lock(checkpoint_root: Path, pipeline: str, holder: dict[str, Any], *, dry_run: bool):
+    """What a launcher holds around spark-submit: the pipeline's launcher lock for a real run; nothing for a
+    dry run, which changes neither checkpoint nor table."""
+    return contextlib.nullcontext() if dry_run else launcher_lock(checkpoint_root, pipeline, holder)
 
 
 def driver_lock(checkpoint_root: Path, pipeline: str, holder: dict[str, Any]) -> PipelineLock:

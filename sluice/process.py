@@ -45,8 +45,9 @@ def launcher_alive(token: str) -> bool:
     return start_time(int(pid)) == started
 
 
-def children(pid: int) -> list[int]:
-    found = []
+def _children_by_parent() -> dict[int, list[int]]:
+    """Every process's children, from one pass over /proc."""
+    tree: dict[int, list[int]] = {}
     for entry in Path("/proc").iterdir() if Path("/proc").is_dir() else []:
         if not entry.name.isdigit():
             continue
@@ -54,15 +55,15 @@ def children(pid: int) -> list[int]:
             stat = (entry / "stat").read_text()
         except OSError:
             continue
-        if int(stat[stat.rindex(")") + 2:].split()[1]) == pid:
-            found.append(int(entry.name))
-    return found
+        tree.setdefault(int(stat[stat.rindex(")") + 2:].split()[1]), []).append(int(entry.name))
+    return tree
 
 
 def descendants(pid: int) -> list[int]:
+    tree = _children_by_parent()
     found, todo = [], [pid]
     while todo:
-        for child in children(todo.pop()):
+        for child in tree.get(todo.pop(), []):
             found.append(child)
             todo.append(child)
     return found

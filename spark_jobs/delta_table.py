@@ -80,17 +80,13 @@ def commits_since(
         elif app_id and row["operation"] == "MERGE":
             meta = _json_object(row["userMetadata"])
             if meta.get("sluice_app_id") == app_id:
+                merge = {
+                    "inserted": int(metrics.get("numTargetRowsInserted", 0)),
+                    "updated": int(metrics.get("numTargetRowsUpdated", 0)),
+                    "deleted": int(metrics.get("numTargetRowsDeleted", 0)),
+                }
                 found[int(meta["batch_id"])] = {
-                    "version": int(row["version"]),
-                    "output_rows": sum(
-                        int(metrics.get(k, 0))
-                        for k in ("numTargetRowsInserted", "numTargetRowsUpdated", "numTargetRowsDeleted")
-                    ),
-                    "merge": {
-                        "inserted": int(metrics.get("numTargetRowsInserted", 0)),
-                        "updated": int(metrics.get("numTargetRowsUpdated", 0)),
-                        "deleted": int(metrics.get("numTargetRowsDeleted", 0)),
-                    },
+                    "version": int(row["version"]), "output_rows": sum(merge.values()), "merge": merge,
                 }
     return found
 

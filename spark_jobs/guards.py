@@ -142,7 +142,7 @@ def set_checkpoint_aside(checkpoint: str) -> str | None:
 # --- the table -----------------------------------------------------------------------------------
 
 def table_state(spark: SparkSession, path: str) -> dict[str, Any] | None:
-    """The table's properties, file count and version; None if there is no Delta table there."""
+    """The table's properties and file count; None if there is no Delta table there."""
     local = log_state(path)
     if local is not None:
         return {"properties": local["properties"], "num_files": local["num_files"]}
@@ -237,10 +237,9 @@ def prepare_sink(
     if reset:
         state = table_state(spark, table)
         _refuse_foreign_table(spec, table, state)
-        exists = state is not None or DeltaTable.isDeltaTable(spark, table)
         aside = set_checkpoint_aside(checkpoint)
         cp_id = ensure_checkpoint_id(checkpoint)
-        create_table(spark, table, schema, spec, cp_id, replace=exists)
+        create_table(spark, table, schema, spec, cp_id, replace=state is not None)
         return cp_id, aside
     state = check_sink(spark, spec, table=table, checkpoint=checkpoint)
     cp_id = ensure_checkpoint_id(checkpoint)

@@ -68,15 +68,16 @@ class MergeBatch:
         order = self.sink.order_by
         # the incoming row wins unless it is older; a table row without an order value is always replaced
         newer = f"(s.`{order}` >= t.`{order}` OR t.`{order}` IS NULL)" if order else None
+        columns = _columns(batch)
         merge = target.alias("t").merge(rows.alias("s"), keys)
         if self.sink.delete_when:
             deleted = f"s.`{DELETE_FLAG}`"
             merge = merge.whenMatchedDelete(_all(deleted, newer))
-            merge = merge.whenMatchedUpdate(_all(f"NOT {deleted}", newer), set=_columns(batch))
-            merge = merge.whenNotMatchedInsert(f"NOT {deleted}", values=_columns(batch))
+            merge = merge.whenMatchedUpdate(_all(f"NOT {deleted}", newer), set=columns)
+            merge = merge.whenNotMatchedInsert(f"NOT {deleted}", values=columns)
         else:
-            merge = merge.whenMatchedUpdate(newer, set=_columns(batch))
-            merge = merge.whenNotMatchedInsert(values=_columns(batch))
+            merge = merge.whenMatchedUpdate(newer, set=columns)
+            merge = merge.whenNotMatchedInsert(values=columns)
         conf = spark.conf
         conf.set(TXN_APP_ID_CONF, self.app_id)
         conf.set(TXN_VERSION_CONF, str(batch_id))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import tempfile
@@ -13,7 +12,7 @@ from typing import Any
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk.exceptions import AirflowException
 
-from sluice.lock import PipelineBusy, launcher_lock
+from sluice.lock import PipelineBusy, run_lock
 from sluice.process import kill_tree
 from sluice.settings import load_settings
 from sluice.spec import load_spec
@@ -67,7 +66,7 @@ class SluicePipelineOperator(SparkSubmitOperator):
         ti = context["ti"]
         airflow = {"dag_id": ti.dag_id, "dag_run_id": context["run_id"], "try_number": ti.try_number}
         run_id = f"{context['run_id']}#{ti.try_number}"
-        lock = contextlib.nullcontext() if dry_run else launcher_lock(settings.checkpoint_root, spec.name, airflow)
+        lock = run_lock(settings.checkpoint_root, spec.name, airflow, dry_run=dry_run)
         with tempfile.TemporaryDirectory(prefix="sluice-run-") as tmp:
             plan = build_submit_plan(
                 self.spec_path, spec, settings, trigger=self.trigger or params.get("trigger") or None,
