@@ -73,40 +73,82 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
         print(f"warning: {spec_path}: {warning}", file=sys.stderr)
     _apply_env(settings)
 
-    from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
-    from airflow.sdk.exceptions import AirflowException
-    from sluice_airflow.kafka_connection import kafka_secret_env
-    from sluice_airflow.spark_connection import require_spark_connection
-
     from sluice.lock import run_lock
-    from sluice.submit import build_submit_plan
+    from sluice.submit import build_submit_plan, env_spark_master
 
-    # after Airflow's import, which configures logging its own way: the hook's lines go to stderr
-    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr, force=True)
-
+    # Without an Airflow connection to read (the Spark master defined in the environment, as the project
+    # does; no Kafka connection named in the spec), the command is built here and Airflow is not imported.
+    master = None if getattr(spec.source, "connection", None) else env_spark_master(settings.spark_conn_id)
     run_id = "cli__" + datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S") + f"_{os.getpid()}"
     # a real run holds the pipeline's lock from before spark-submit to its end: a second run is refused at once
     lock = run_lock(settings.checkpoint_root, spec.name, {"run_id": run_id}, dry_run=args.dry_run)
     with tempfile.TemporaryDirectory(prefix="sluice-run-") as tmp, lock:
-        plan = build_submit_plan(
-            spec_path, spec, settings, trigger=args.trigger, dry_run=args.dry_run, reset=args.reset_checkpoint,
-            run_id=run_id, summary_file=Path(tmp) / "summary.json",
-            secret_env=kafka_secret_env(spec),
-        )
-        require_spark_connection(plan.conn_id)
-        failed = None
-        with _stdout_to_stderr():
-            hook = SparkSubmitHook(**plan.hook_kwargs())
-            try:
-                hook.submit(plan.application)
-            except AirflowException as err:
-                failed = err
+        if master is not None:
+            plan = build_submit_plan(
+                spec_path, spec, settings, trigger=args.trigger, dry_run=args.dry_run,
+                reset=args.reset_checkpoint, run_id=run_id, summary_file=Path(tmp) / "summary.json",
+            )
+            failed = _spark_submit(plan, master)
+        else:
+            plan, failed = _submit_through_airflow(args, spec_path, spec, settings, run_id, Path(tmp))
         summary = plan.read_summary()
     if summary is None:
         print(f"sluice: spark-submit failed before the run summary was written: {failed}", file=sys.stderr)
         return 1
     print(json.dumps(summary))
     return 0 if summary["status"] == "succeeded" and failed is None else 1
+
+
+def _spark_submit(plan, master: str) -> str | None:
+    """Run the plan's spark-submit (its output to stderr); None if it succeeded, else what failed.
+    SIGTERM/SIGINT stop the whole spark-submit process tree first."""
+    import signal
+    import subprocess
+
+    from sluice.process import kill_tree
+    from sluice.submit import spark_submit_command
+
+    cmd = spark_submit_command(plan, master)
+    print("Spark-Submit cmd: " + " ".join(cmd), file=sys.stderr, flush=True)  # as the hook logs it
+    proc = subprocess.Popen(cmd, stdout=sys.stderr, env={**os.environ, **plan.env_vars})
+
+    def stop(signum, _frame):
+        kill_tree(proc.pid)
+        raise SystemExit(128 + signum)
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        code = proc.wait()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return None if code == 0 else f"spark-submit exited with code {code}"
+
+
+def _submit_through_airflow(args, spec_path, spec, settings, run_id, tmp: Path):
+    """The same run through Airflow's SparkSubmitHook: connections from Airflow's database or secrets."""
+    from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+    from airflow.sdk.exceptions import AirflowException
+    from sluice_airflow.kafka_connection import kafka_secret_env
+    from sluice_airflow.spark_connection import require_spark_connection
+
+    from sluice.submit import build_submit_plan
+
+    # after Airflow's import, which configures logging its own way: the hook's lines go to stderr
+    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr, force=True)
+    plan = build_submit_plan(
+        spec_path, spec, settings, trigger=args.trigger, dry_run=args.dry_run, reset=args.reset_checkpoint,
+        run_id=run_id, summary_file=tmp / "summary.json", secret_env=kafka_secret_env(spec),
+    )
+    require_spark_connection(plan.conn_id)
+    failed = None
+    with _stdout_to_stderr():
+        hook = SparkSubmitHook(**plan.hook_kwargs())
+        try:
+            hook.submit(plan.application)
+        except AirflowException as err:
+            failed = err
+    return plan, failed
 
 
 @contextlib.contextmanager
@@ -136,7 +178,7 @@ def cmd_show(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
     spec = load_spec(resolve_spec_path(args.spec, settings))
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from spark_jobs.show import show_status
+    from sluice.status import show_status
 
     return show_status(spec, settings, limit=args.limit, as_json=args.json)
 

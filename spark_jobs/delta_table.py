@@ -56,12 +56,12 @@ def commits_since(
     updated and deleted). With ``latest`` (the table's current version) only the commits after ``version``
     are read, not the whole history: the cost stays that of this run's commits however long the history.
     """
+    if version is not None and latest is not None and latest <= version:
+        return {}
     if not DeltaTable.isDeltaTable(spark, path):
         return {}
     table = DeltaTable.forPath(spark, path)
     if version is not None and latest is not None:
-        if latest <= version:
-            return {}
         history = table.history(latest - version)
     else:
         history = table.history()

@@ -58,8 +58,10 @@ def main(argv: list[str] | None = None) -> int:
     options = RunOptions(trigger=args.trigger or spec.trigger, dry_run=args.dry_run, run_id=args.run_id,
                          reset=args.reset_checkpoint, airflow=airflow)
     watch_launcher()
+    mark = time.monotonic()
     spark = get_session(app_name=f"sluice-{spec.name}")
     spark.sparkContext.setLogLevel("WARN")
+    session_s = round(time.monotonic() - mark, 3)
     code = 0
     try:
         summary = run_pipeline(spark, spec, load_settings(), options)
@@ -68,6 +70,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"sluice: run of {spec.name} failed: {summary['error']}", file=sys.stderr)
     finally:
         spark.stop()
+    # the JVM and SparkSession start, before the run began (not in duration_s)
+    summary.setdefault("phases_s", {})["session"] = session_s
     text = json.dumps(summary, default=str)
     if args.summary_file:
         args.summary_file.parent.mkdir(parents=True, exist_ok=True)

@@ -12,13 +12,13 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
+from sluice.ledger import append_run
 from sluice.lock import PipelineBusy, driver_lock
 from sluice.settings import Settings
 from sluice.spec import KafkaSource, PipelineSpec, Trigger
 from spark_jobs import guards
 from spark_jobs.delta_table import as_json, commits_since, current_version
 from spark_jobs.kafka_source import explain_failure
-from spark_jobs.ledger import append_run
 from spark_jobs.progress import ProgressCollector, batches_of, files_of_batch
 from spark_jobs.sink import merge_app_id, start_write
 from spark_jobs.source import read_stream
@@ -84,6 +84,8 @@ def run_pipeline(spark: SparkSession, spec: PipelineSpec, settings: Settings, op
         "airflow": options.airflow,
         "refused": False,
         "error": None,
+        # seconds by phase: prepare (source, transform, guards, table), query, report (batches, commits), ledger
+        "phases_s": {},
     }
     lock = None
     scratch = Path(tempfile.mkdtemp(prefix=DRY_RUN_PREFIX + f"{spec.name}-")) if options.dry_run else None
@@ -103,9 +105,11 @@ def run_pipeline(spark: SparkSession, spec: PipelineSpec, settings: Settings, op
     summary["duration_s"] = round(ended - started, 3)
     summary["status"] = "failed" if summary["error"] else "succeeded"
     if options.write_ledger:
+        mark = time.monotonic()
         try:
-            append_run(spark, str(settings.ledger_path), summary)
+            append_run(str(settings.ledger_path), summary)
             summary["ledger"] = str(settings.ledger_path)
+            summary["phases_s"]["ledger"] = round(time.monotonic() - mark, 3)
         except Exception as err:  # noqa: BLE001 - the run's outcome stands; say the ledger row is missing
             summary["ledger_error"] = f"could not append to the run ledger {settings.ledger_path}: {describe_error(err)}"
     if summary["error"]:
@@ -117,6 +121,7 @@ def _run_query(spark, spec, settings, options, summary, table, checkpoint, scrat
     target_table, target_checkpoint = table, checkpoint
     collector = ProgressCollector(query_name=spec.name)
     query = None
+    phases, mark = summary["phases_s"], time.monotonic()
     spark.streams.addListener(collector)
     try:
         df = apply_transform(read_stream(spark, spec, settings), spec.transform)
@@ -134,6 +139,7 @@ def _run_query(spark, spec, settings, options, summary, table, checkpoint, scrat
                                      target_checkpoint, df.schema)
         guards.record_spec(spec, settings, target_checkpoint)
         summary["checkpoint_id"] = cp_id
+        phases["prepare"], mark = round(time.monotonic() - mark, 3), time.monotonic()
         query = start_write(
             df, spec, table_path=target_table, checkpoint=target_checkpoint,
             trigger=options.trigger, query_name=spec.name, checkpoint_id=cp_id,
@@ -147,10 +153,13 @@ def _run_query(spark, spec, settings, options, summary, table, checkpoint, scrat
             summary["error"] = explain_failure(spec.source, summary["error"])
     finally:
         spark.streams.removeListener(collector)
+        if query is not None:
+            phases["query"], mark = round(time.monotonic() - mark, 3), time.monotonic()
     summary["delta_version_after"] = current_version(spark, table)
     if query is not None:
         app_id = merge_app_id(spec.name, summary["checkpoint_id"]) if spec.sink.mode == "merge" else None
         _fill_batches(spark, summary, collector, query, target_table, target_checkpoint, spec, app_id)
+        phases["report"] = round(time.monotonic() - mark, 3)
 
 
 def _prepare_dry_run(spark, spec, settings, options, table, checkpoint, target_table, target_checkpoint, schema) -> str:
@@ -185,6 +194,8 @@ def _fill_batches(spark, summary, collector, query, target_table, target_checkpo
     query_id = str(query.id)
     before = None if summary["dry_run"] else summary["delta_version_before"]
     latest = None if summary["dry_run"] else summary["delta_version_after"]
+    if not reports:  # no batch ran: nothing to look up in the table's history
+        return
     commits = commits_since(spark, target_table, before, query_id, latest=latest, app_id=app_id)
     if before is not None and any(r["batchId"] not in commits for r in reports):
         # A batch with no new commit is either empty or a replay Delta skipped because the table already

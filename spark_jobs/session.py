@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pyspark.sql import SparkSession
 
+from sluice.jvm_archive import driver_java_options
 from sluice.settings import Settings
 from sluice.spark_conf import default_spark_conf
 
@@ -20,6 +21,9 @@ def local_session(settings: Settings, app_name: str = "sluice-local", extra_conf
     """
     builder = SparkSession.builder.master("local[2]").appName(app_name)
     conf = {**default_spark_conf(), "spark.jars": ",".join(str(j) for j in settings.spark_jars()), **(extra_conf or {})}
+    java_options = driver_java_options(settings)
+    if java_options:
+        conf["spark.driver.extraJavaOptions"] = " ".join(java_options)
     for key, value in conf.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()

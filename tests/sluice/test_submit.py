@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
-from sluice.submit import build_submit_plan, spark_jobs_dir
+from sluice.submit import build_submit_plan, env_spark_master, spark_jobs_dir, spark_submit_command
 from tests.helpers import make_spec, orders_spec, write_spec
 
 PROJECT = Path(__file__).resolve().parents[2]
@@ -61,3 +61,58 @@ def test_missing_jars_is_a_clear_error(lake, monkeypatch, tmp_path):
 
     with pytest.raises(FileNotFoundError, match=r"Delta's jars are missing from .*nojars/spark: run `make jars`"):
         build_submit_plan("x.yaml", make_spec(orders_spec()), load_settings(), run_id="r", summary_file=tmp_path / "s")
+
+
+@pytest.mark.parametrize("conn, master", [
+    ('{"conn_type": "spark", "host": "local[*]"}', "local[*]"),
+    ('{"conn_type": "spark", "host": "spark://10.0.0.5:7077"}', "spark://10.0.0.5:7077"),
+    ('{"conn_type": "spark", "host": "spark-master", "port": 7077}', "spark://spark-master:7077"),
+    ("spark://spark-master:7077", "spark://spark-master:7077"),
+])
+def test_sluice_run_builds_the_hooks_command_without_airflow(lake, monkeypatch, tmp_path, conn, master):
+    # Given a Spark connection defined in the environment, as the project defines it
+    monkeypatch.setenv("AIRFLOW_CONN_SLUICE_SPARK", conn)
+    data = orders_spec(spark_conf={"spark.sql.shuffle.partitions": 3})
+    plan = build_submit_plan(write_spec(lake.pipelines_dir, data), make_spec(data), lake, run_id="r1",
+                             summary_file=tmp_path / "s.json")
+    # When sluice resolves the master and builds the command itself
+    resolved = env_spark_master("sluice_spark")
+    # Then it is exactly the command Airflow's hook builds from the same connection
+    assert resolved == master
+    hook_command = SparkSubmitHook(**plan.hook_kwargs())._build_spark_submit_command(plan.application)
+    assert spark_submit_command(plan, resolved) == hook_command
+
+
+@pytest.mark.parametrize("conn", [
+    None,  # not in the environment: in Airflow's database, or missing (the hook path explains)
+    '{"conn_type": "spark", "host": "yarn", "extra": {"deploy-mode": "cluster"}}',  # extras change the command
+    '{"conn_type": "generic", "host": "local[*]"}',
+    "not json",
+])
+def test_connections_only_airflow_can_resolve_go_through_airflow(monkeypatch, conn):
+    if conn is None:
+        monkeypatch.delenv("AIRFLOW_CONN_SLUICE_SPARK", raising=False)
+    else:
+        monkeypatch.setenv("AIRFLOW_CONN_SLUICE_SPARK", conn)
+    assert env_spark_master("sluice_spark") is None
+
+
+def test_drivers_map_the_jvm_class_archive_when_there_is_one(lake, monkeypatch, tmp_path):
+    from sluice.jvm_archive import archive_path
+
+    def java_options():
+        plan = build_submit_plan("x.yaml", make_spec(orders_spec()), settings, run_id="r",
+                                 summary_file=tmp_path / "s")
+        return plan.conf["spark.driver.extraJavaOptions"].split()
+
+    monkeypatch.setenv("SLUICE_HOME", str(tmp_path))  # a project folder without the archive
+    monkeypatch.setenv("SLUICE_JARS", str(lake.jars_dir))
+    from sluice.settings import load_settings
+
+    settings = load_settings()
+    assert not any(o.startswith("-XX:SharedArchiveFile") for o in java_options())
+    archive_path(settings).parent.mkdir(parents=True)
+    archive_path(settings).write_bytes(b"archive")
+    assert f"-XX:SharedArchiveFile={archive_path(settings)}" in java_options()
+    monkeypatch.setenv("SLUICE_JVM_ARCHIVE", "off")
+    assert not any(o.startswith("-XX:SharedArchiveFile") for o in java_options())

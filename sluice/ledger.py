@@ -1,0 +1,163 @@
+"""The run ledger: one row per run (real or dry, CLI or Airflow) in a Delta table.
+
+"Which run wrote version 42 of orders, from which offsets?" is one query::
+
+    SELECT l.run_id, l.dag_run_id, b.batch_id, b.sources
+    FROM delta.`<lake root>/_sluice/ledger` l LATERAL VIEW explode(l.micro_batches) AS b
+    WHERE l.pipeline = 'orders' AND b.delta_version = 42
+
+The row is appended by delta-rs (the ``deltalake`` package) from Python, not by a Spark job: a blind
+append of one small row, committed in a few milliseconds instead of the seconds a cold Spark write costs
+every run. Any Delta reader (Spark above, ``sluice status``) reads the table. Blind appends never
+conflict, so runs of several pipelines can finish at once; every ``COMPACT_EVERY`` versions the appending
+run compacts the table's small files (one per run) so reading it stays cheap after thousands of runs.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+COMPACT_EVERY = 100
+"""Compact the ledger's files (one per run) when its version is a multiple of this."""
+
+
+def arrow_schema():
+    import pyarrow as pa
+
+    source = pa.struct([
+        ("description", pa.string()),
+        # JSON: files source {"logOffset": n}, Kafka {topic: {partition: offset}}
+        ("start_offset", pa.string()),
+        ("end_offset", pa.string()),
+        ("input_rows", pa.int64()),
+        ("files", pa.list_(pa.string())),
+    ])
+    batch = pa.struct([
+        ("batch_id", pa.int64()),
+        ("delta_version", pa.int64()),
+        ("replay_of_version", pa.int64()),
+        ("input_rows", pa.int64()),
+        ("output_rows", pa.int64()),
+        ("sources", pa.list_(source)),
+    ])
+    utc = pa.timestamp("us", tz="UTC")
+    return pa.schema([
+        ("pipeline", pa.string()),
+        ("run_id", pa.string()),
+        ("dag_id", pa.string()),
+        ("dag_run_id", pa.string()),
+        ("try_number", pa.int32()),
+        ("mode", pa.string()),
+        ("trigger", pa.string()),
+        ("dry_run", pa.bool_()),
+        ("status", pa.string()),
+        ("error", pa.string()),
+        ("started_at", utc),
+        ("ended_at", utc),
+        ("duration_s", pa.float64()),
+        ("batch_ids", pa.list_(pa.int64())),
+        ("batches", pa.int32()),
+        ("input_rows", pa.int64()),
+        ("output_rows", pa.int64()),
+        ("delta_version_before", pa.int64()),
+        ("delta_version_after", pa.int64()),
+        ("checkpoint_id", pa.string()),
+        ("micro_batches", pa.list_(batch)),
+        ("summary", pa.string()),
+    ])
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else (value if isinstance(value, str) else json.dumps(value))
+
+
+def ledger_row(summary: dict[str, Any]) -> dict[str, Any]:
+    airflow = summary.get("airflow") or {}
+    batches = summary.get("micro_batches") or []
+    started = datetime.fromisoformat(summary["started_at"])
+    ended = datetime.fromisoformat(summary["ended_at"]) if summary.get("ended_at") else None
+    return {
+        "pipeline": summary["pipeline"],
+        "run_id": summary["run_id"],
+        "dag_id": airflow.get("dag_id"),
+        "dag_run_id": airflow.get("dag_run_id"),
+        "try_number": airflow.get("try_number"),
+        "mode": summary.get("mode"),
+        "trigger": summary.get("trigger"),
+        "dry_run": bool(summary.get("dry_run")),
+        "status": summary.get("status"),
+        "error": summary.get("error"),
+        "started_at": started,
+        "ended_at": ended,
+        "duration_s": summary.get("duration_s"),
+        "batch_ids": [b["batch_id"] for b in batches],
+        "batches": len(batches),
+        "input_rows": summary.get("input_rows", 0),
+        "output_rows": summary.get("output_rows", 0),
+        "delta_version_before": summary.get("delta_version_before"),
+        "delta_version_after": summary.get("delta_version_after"),
+        "checkpoint_id": summary.get("checkpoint_id"),
+        "micro_batches": [
+            {
+                "batch_id": b["batch_id"],
+                "delta_version": b.get("delta_version"),
+                "replay_of_version": b.get("replay_of_version"),
+                "input_rows": b.get("input_rows", 0),
+                "output_rows": b.get("output_rows", 0),
+                "sources": [
+                    {
+                        "description": s.get("description"),
+                        "start_offset": _text(s.get("start_offset")),
+                        "end_offset": _text(s.get("end_offset")),
+                        "input_rows": s.get("input_rows", 0),
+                        "files": s.get("files"),
+                    }
+                    for s in b.get("sources", [])
+                ],
+            }
+            for b in batches
+        ],
+        "summary": json.dumps(summary, default=str),
+    }
+
+
+def append_run(ledger: str, summary: dict[str, Any], attempts: int = 5) -> int:
+    """Append the run's row (creating the table on first use); returns the ledger version written."""
+    import pyarrow as pa
+    from deltalake import DeltaTable, write_deltalake
+    from deltalake.exceptions import CommitFailedError, DeltaError
+
+    row = pa.Table.from_pylist([ledger_row(summary)], schema=arrow_schema())
+    for attempt in range(attempts):
+        try:
+            write_deltalake(ledger, row, mode="append", name="sluice run ledger",
+                            description="one row per sluice run: sluice status, README 'run ledger'")
+            break
+        except (CommitFailedError, DeltaError):
+            # two first runs created the table at the same moment: the loser appends to the winner's table
+            if attempt == attempts - 1:
+                raise
+    table = DeltaTable(ledger)
+    version = table.version()
+    if version > 0 and version % COMPACT_EVERY == 0:
+        try:
+            table.optimize.compact()
+        except DeltaError:  # a concurrent compaction won; the next multiple tries again
+            pass
+    return version
+
+
+def latest_runs(ledger: str, pipeline: str, limit: int = 10) -> list[dict[str, Any]]:
+    """The pipeline's latest runs, newest first (empty if the ledger does not exist yet)."""
+    import pyarrow.compute as pc
+    from deltalake import DeltaTable
+
+    if not DeltaTable.is_deltatable(ledger):
+        return []
+    columns = [f.name for f in arrow_schema() if f.name not in ("summary", "micro_batches")]
+    rows = DeltaTable(ledger).to_pyarrow_dataset().to_table(
+        columns=columns, filter=pc.field("pipeline") == pipeline)
+    rows = rows.sort_by([("started_at", "descending")]).slice(0, limit)
+    return rows.to_pylist()

@@ -1,0 +1,58 @@
+"""spark-submit entry point run once at set-up (``make jvm-archive``): exercise what a sluice run loads.
+
+Runs the real code path (run_pipeline) on a few rows in a scratch folder: JSON files -> Delta append
+(a partitioned table, a data run then a run that finds nothing), CSV -> Delta MERGE, and a dry run. The
+JVM it runs in was started with ``-XX:ArchiveClassesAtExit``: the classes it loaded are written to a class
+data archive that every later run's driver maps at start (``-XX:SharedArchiveFile``), instead of finding,
+reading and verifying thousands of classes from the jars again. See sluice.jvm_archive.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from pathlib import Path
+
+from sluice.settings import load_settings
+from sluice.spec import parse_spec
+
+
+def main(scratch: Path) -> int:
+    from spark_jobs.runner import RunOptions, run_pipeline
+    from spark_jobs.session import get_session
+
+    lake = scratch / "lake"
+    (lake / "in" / "orders").mkdir(parents=True)
+    (lake / "in" / "orders" / "a.json").write_text(
+        "".join(f'{{"id": {i}, "ts": "2026-01-0{1 + i % 3}T10:00:00", "amount": {i}.5}}\n' for i in range(20)))
+    (lake / "in" / "customers").mkdir(parents=True)
+    (lake / "in" / "customers" / "a.csv").write_text(
+        "id,name,version\n" + "".join(f"{i % 5},n{i},{i}\n" for i in range(20)))
+    settings = load_settings({"SLUICE_HOME": str(load_settings().home), "SLUICE_LAKE_ROOT": str(lake),
+                              "SLUICE_CHECKPOINT_ROOT": str(scratch / "checkpoints")})
+    append = parse_spec({
+        "name": "warmup_append", "source": {"format": "json", "path": "in/orders",
+                                             "schema": "id BIGINT, ts TIMESTAMP, amount DOUBLE"},
+        "transform": {"sql": "SELECT *, to_date(ts) AS day FROM source"},
+        "sink": {"path": "out/orders", "partition_by": ["day"]},
+    })
+    merge = parse_spec({
+        "name": "warmup_merge", "source": {"format": "csv", "path": "in/customers",
+                                            "schema": "id INT, name STRING, version INT"},
+        "sink": {"path": "out/customers", "mode": "merge", "keys": ["id"], "order_by": "version"},
+    })
+    spark = get_session(app_name="sluice-warmup")
+    spark.sparkContext.setLogLevel("ERROR")
+    try:
+        for spec, dry_run in ((append, False), (append, False), (merge, True), (merge, False)):
+            options = RunOptions(trigger="available_now", dry_run=dry_run, run_id="warmup")
+            summary = run_pipeline(spark, spec, settings, options)
+            print(f"warm-up {spec.name}{' (dry run)' if dry_run else ''}: {summary['input_rows']} rows", flush=True)
+    finally:
+        spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    with tempfile.TemporaryDirectory(prefix="sluice-warmup-") as tmp:
+        sys.exit(main(Path(tmp)))
