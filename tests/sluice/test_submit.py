@@ -7,7 +7,12 @@ from pathlib import Path
 import pytest
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
-from sluice.submit import build_submit_plan, env_spark_master, spark_jobs_dir, spark_submit_command
+from sluice.submit import (
+    build_submit_plan,
+    env_spark_master,
+    spark_jobs_dir,
+    spark_submit_command,
+)
 from tests.helpers import make_spec, orders_spec, write_spec
 
 PROJECT = Path(__file__).resolve().parents[2]
