@@ -70,11 +70,9 @@ def chaos_jar() -> Path:
 
 
 def chaos_spark_conf() -> dict[str, str]:
-    """The spec's spark_conf that plugs the fault-injecting file system into a run."""
-    return {
-        "spark.hadoop.fs.AbstractFileSystem.file.impl": "dev.sluice.chaos.HaltingLocalFs",
-        "spark.driver.extraClassPath": str(chaos_jar()),
-    }
+    """The spec's spark_conf that plugs the fault-injecting file system into a run (its jar is on the
+    driver's class path through SPARK_DIST_CLASSPATH, see Harness)."""
+    return {"spark.hadoop.fs.AbstractFileSystem.file.impl": "dev.sluice.chaos.HaltingLocalFs"}
 
 
 @dataclass
@@ -210,6 +208,9 @@ class Harness:
             "SLUICE_PIPELINES": str(work / "pipelines"),
             "SLUICE_LEDGER": str(work / "lake" / "_sluice" / "ledger"),
             "SPARK_LOCAL_IP": "127.0.0.1",
+            # appended to the driver's class path (spark.driver.extraClassPath would go first, and the JVM
+            # class archive, sluice.jvm_archive, only applies to a class path that starts as it did at set-up)
+            "SPARK_DIST_CLASSPATH": str(chaos_jar()),
         }
         self.env.pop(HALT_ENV, None)
         (work / "pipelines").mkdir(parents=True, exist_ok=True)

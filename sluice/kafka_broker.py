@@ -169,7 +169,8 @@ def start_broker(
     if not (home / "data" / "meta.properties").is_file():
         cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         subprocess.run(
-            _java_command(jars_dir, "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(config),
+            # --cluster-id=ID: a random id may start with "-", which the tool would read as an option
+            _java_command(jars_dir, "kafka.tools.StorageTool", "format", f"--cluster-id={cluster_id}", "-c", str(config),
                           "--ignore-formatted", heap="256m", log4j=log4j),
             check=True, capture_output=True, text=True, timeout=120,
         )
