@@ -89,7 +89,7 @@ bench: install
 
 # Kill runs at random moments, 50 rounds per pipeline (files, Kafka, MERGE); 0 lost / 0 duplicated or exit 1.
 chaos: install
-	$(BIN)/python bench/chaos.py --rounds $${CHAOS_ROUNDS:-50}
+	$(BIN)/python bench/chaos.py --rounds $${CHAOS_ROUNDS:-50} $${CHAOS_ARGS:---parallel}
 
 test-fast: install
 	$(BIN)/python -m pytest -m "not e2e"

@@ -2,6 +2,9 @@
 
     spark-submit ... bench/plain_batch.py json  SOURCE_DIR TABLE_DIR SCHEMA
     spark-submit ... bench/plain_batch.py kafka BOOTSTRAP TOPIC TABLE_DIR SCHEMA
+    spark-submit ... bench/plain_batch.py session        (start a session and stop: the floor of any run)
+    spark-submit ... bench/plain_batch.py merge SOURCE_DIR TABLE_DIR SCHEMA KEY ORDER_BY
+                     (batch MERGE of the JSON files into the table: latest ORDER_BY per key, newer wins)
 
 Prints one JSON line: rows written and the seconds the read+write took (session start excluded).
 """
@@ -20,6 +23,10 @@ def main(argv: list[str]) -> None:
     spark = SparkSession.builder.appName("bench-plain").getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     started = time.perf_counter()
+    if argv[0] == "session":
+        spark.stop()
+        print(json.dumps({"rows": 0, "seconds": 0.0}))
+        return
     if argv[0] == "json":
         _, source, table, schema = argv
         df = spark.read.schema(schema).json(source)
@@ -30,6 +37,22 @@ def main(argv: list[str]) -> None:
         parsed = raw.select(F.from_json(F.col("value").cast("string"), schema).alias("v"), "key", "topic",
                             "partition", "offset", "timestamp")
         df = parsed.select("v.*", F.col("key").cast("string"), "topic", "partition", "offset", "timestamp")
+    elif argv[0] == "merge":
+        from delta.tables import DeltaTable
+        from pyspark.sql import Window
+
+        _, source, table, schema, key, order = argv
+        updates = spark.read.schema(schema).json(source)
+        latest = Window.partitionBy(key).orderBy(F.col(order).desc())
+        updates = updates.withColumn("_rank", F.row_number().over(latest)).where("_rank = 1").drop("_rank")
+        columns = {f"`{c}`": f"s.`{c}`" for c in updates.columns}
+        (DeltaTable.forPath(spark, table).alias("t").merge(updates.alias("s"), f"t.`{key}` = s.`{key}`")
+         .whenMatchedUpdate(f"s.`{order}` >= t.`{order}`", set=columns).whenNotMatchedInsert(values=columns)
+         .execute())
+        seconds = time.perf_counter() - started
+        spark.stop()
+        print(json.dumps({"rows": updates_count(source), "seconds": round(seconds, 3)}))
+        return
     else:
         raise SystemExit(f"unknown case {argv[0]!r}")
     df.write.format("delta").mode("append").save(table)
@@ -37,6 +60,13 @@ def main(argv: list[str]) -> None:
     rows = spark.read.format("delta").load(table).count()
     spark.stop()
     print(json.dumps({"rows": rows, "seconds": round(seconds, 3)}))
+
+
+def updates_count(source: str) -> int:
+    """Lines in the JSON files (one record each), counted outside Spark so the timing stays the MERGE's."""
+    from pathlib import Path
+
+    return sum(sum(1 for _ in f.open(encoding="utf-8")) for f in Path(source).glob("*.json"))
 
 
 if __name__ == "__main__":

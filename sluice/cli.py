@@ -23,6 +23,7 @@ import os
 import shlex
 import sys
 import tempfile
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -83,6 +84,7 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     # a real run holds the pipeline's lock from before spark-submit to its end: a second run is refused at once
     lock = run_lock(settings.checkpoint_root, spec.name, {"run_id": run_id}, dry_run=args.dry_run)
     with tempfile.TemporaryDirectory(prefix="sluice-run-") as tmp, lock:
+        started = time.monotonic()
         if master is not None:
             plan = build_submit_plan(
                 spec_path, spec, settings, trigger=args.trigger, dry_run=args.dry_run,
@@ -95,6 +97,7 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     if summary is None:
         print(f"sluice: spark-submit failed before the run summary was written: {failed}", file=sys.stderr)
         return 1
+    summary.setdefault("phases_s", {})["spark_submit"] = round(time.monotonic() - started, 3)
     print(json.dumps(summary))
     return 0 if summary["status"] == "succeeded" and failed is None else 1
 
