@@ -1,0 +1,74 @@
+"""The run ledger, appended and read with delta-rs (no JVM): concurrent appends, compaction, status."""
+
+from __future__ import annotations
+
+import threading
+
+from sluice import ledger
+from sluice.status import status_table
+
+
+def summary(run_id: str, pipeline: str = "orders", started: str = "2026-11-23T10:00:00+00:00", **extra) -> dict:
+    return {
+        "pipeline": pipeline, "run_id": run_id, "mode": "incremental", "trigger": "available_now",
+        "dry_run": False, "status": "succeeded", "started_at": started, "ended_at": started, "duration_s": 1.5,
+        "input_rows": 10, "output_rows": 10, "delta_version_before": 1, "delta_version_after": 2,
+        "micro_batches": [{"batch_id": 4, "delta_version": 2, "input_rows": 10, "output_rows": 10,
+                           "sources": [{"description": "FileStreamSource", "start_offset": {"logOffset": 3},
+                                        "end_offset": {"logOffset": 4}, "input_rows": 10, "files": ["a.json"]}]}],
+        **extra,
+    }
+
+
+def test_concurrent_appends_all_land(tmp_path):
+    # Given several runs finishing at the same moment, the first of them creating the ledger
+    path = str(tmp_path / "ledger")
+    errors = []
+
+    def append(n: int) -> None:
+        try:
+            ledger.append_run(path, summary(f"r{n}", started=f"2026-11-23T10:00:0{n}+00:00"))
+        except Exception as err:  # noqa: BLE001
+            errors.append(err)
+
+    threads = [threading.Thread(target=append, args=(n,)) for n in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    # Then every row is there, newest first
+    assert errors == []
+    runs = ledger.latest_runs(path, "orders", limit=10)
+    assert [r["run_id"] for r in runs] == [f"r{n}" for n in range(5, -1, -1)]
+    assert runs[0]["batch_ids"] == [4]
+
+
+def test_the_ledger_compacts_its_small_files(tmp_path, monkeypatch):
+    from deltalake import DeltaTable
+
+    monkeypatch.setattr(ledger, "COMPACT_EVERY", 4)
+    path = str(tmp_path / "ledger")
+    for n in range(4):
+        ledger.append_run(path, summary(f"r{n}"))
+    files_before = len(DeltaTable(path, version=3).file_uris())
+    ledger.append_run(path, summary("r4"))  # version 4: compacted (OPTIMIZE) after the append
+    table = DeltaTable(path)
+    assert files_before == 4
+    assert len(table.file_uris()) == 1
+    assert table.history(1)[0]["operation"] == "OPTIMIZE"
+    assert sorted(r["run_id"] for r in ledger.latest_runs(path, "orders", limit=10)) == [f"r{n}" for n in range(5)]
+
+
+def test_status_reads_the_pipelines_runs_only(tmp_path):
+    path = str(tmp_path / "ledger")
+    ledger.append_run(path, summary("mine", error=None))
+    ledger.append_run(path, summary("other", pipeline="customers"))
+    ledger.append_run(path, summary("failed", started="2026-11-23T11:00:00+00:00", status="failed",
+                                    error="refused: the checkpoint belongs to another query",
+                                    airflow={"dag_id": "orders", "dag_run_id": "manual__1", "try_number": 2}))
+    runs = ledger.latest_runs(path, "orders")
+    assert [r["run_id"] for r in runs] == ["failed", "mine"]
+    text = status_table(runs).splitlines()
+    assert text[2].split()[2:4] == ["manual__1", "(try"]
+    assert "refused: the checkpoint belongs to another query" in text[2]
+    assert ledger.latest_runs(str(tmp_path / "none"), "orders") == []
