@@ -62,6 +62,17 @@ def env_for(lake: Path) -> dict[str, str]:
     }
 
 
+def run_sluice(target: str | Path, lake: Path) -> tuple[dict, float]:
+    """`sluice run TARGET` (a spec file or a pipeline name) on the lake folder: its summary and wall time."""
+    started = time.perf_counter()
+    done = subprocess.run([str(BIN / "sluice"), "run", str(target)], capture_output=True, text=True,
+                          env=env_for(lake))
+    wall = round(time.perf_counter() - started, 3)
+    if done.returncode != 0:
+        raise RuntimeError(f"sluice run {target} failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1]), wall
+
+
 def sluice_run(spec: dict, lake: Path) -> dict:
     """A fresh pipeline (new table, new checkpoint) run once through `sluice run`; its summary and wall time."""
     shutil.rmtree(lake, ignore_errors=True)
@@ -69,13 +80,8 @@ def sluice_run(spec: dict, lake: Path) -> dict:
     (lake / "lake").mkdir()
     path = lake / "pipelines" / f"{spec['name']}.yaml"
     path.write_text(json.dumps(spec), encoding="utf-8")  # JSON is YAML
-    started = time.perf_counter()
-    done = subprocess.run([str(BIN / "sluice"), "run", str(path)], capture_output=True, text=True, env=env_for(lake))
-    wall = time.perf_counter() - started
-    if done.returncode != 0:
-        raise RuntimeError(f"sluice run failed:\n{done.stderr[-3000:]}")
-    summary = json.loads(done.stdout.strip().splitlines()[-1])
-    return {"rows": summary["output_rows"], "seconds": summary["duration_s"], "wall": round(wall, 3)}
+    summary, wall = run_sluice(path, lake)
+    return {"rows": summary["output_rows"], "seconds": summary["duration_s"], "wall": wall}
 
 
 def plain_run(args: list[str], lake: Path, keep: bool = False) -> dict:
@@ -203,11 +209,7 @@ def case_p3() -> dict:
                 f"{time.perf_counter() - started:.0f} s")
 
     def run_spec(lake: Path) -> dict:
-        done = subprocess.run([str(BIN / "sluice"), "run", "bench_p3"], capture_output=True, text=True,
-                              env=env_for(lake))
-        if done.returncode != 0:
-            raise RuntimeError(f"sluice run failed:\n{done.stderr[-3000:]}")
-        return json.loads(done.stdout.strip().splitlines()[-1])
+        return run_sluice("bench_p3", lake)[0]
 
     if not (ready / "_done").is_file():
         shutil.rmtree(ready, ignore_errors=True)
@@ -218,12 +220,10 @@ def case_p3() -> dict:
     def measured(lake: Path) -> dict:
         for file in new.glob("*.json"):
             shutil.copy(file, lake / "lake" / "landing" / file.name)
-        started = time.perf_counter()
-        summary = run_spec(lake)
-        wall = time.perf_counter() - started
+        summary, wall = run_sluice("bench_p3", lake)
         if summary["input_rows"] != 10_000:
             raise RuntimeError(f"P3: the run ingested {summary['input_rows']} rows, expected 10000")
-        return {"rows": 10_000, "seconds": summary["duration_s"], "wall": round(wall, 3),
+        return {"rows": 10_000, "seconds": summary["duration_s"], "wall": wall,
                 "phases_s": summary["phases_s"]}
 
     def with_history() -> dict:
@@ -300,16 +300,10 @@ def case_p2() -> dict:
     path = lake / "pipelines" / "bench_p2.yaml"
 
     def sluice_side() -> dict:
-        started = time.perf_counter()
-        done = subprocess.run([str(BIN / "sluice"), "run", str(path)], capture_output=True, text=True,
-                              env=env_for(lake))
-        wall = time.perf_counter() - started
-        if done.returncode != 0:
-            raise RuntimeError(f"sluice run failed:\n{done.stderr[-3000:]}")
-        summary = json.loads(done.stdout.strip().splitlines()[-1])
+        summary, wall = run_sluice(path, lake)
         if summary["input_rows"] != 0:
             raise RuntimeError(f"P2: the run found {summary['input_rows']} rows, expected none")
-        return {"wall": round(wall, 3), "query_s": summary["phases_s"].get("query"), "phases_s": summary["phases_s"]}
+        return {"wall": wall, "query_s": summary["phases_s"].get("query"), "phases_s": summary["phases_s"]}
 
     sluice_runs, plain_runs = [], []
     for n in range(REPEATS):
@@ -466,10 +460,7 @@ def case_p6() -> dict:
                 "sink": {"path": "p6", "mode": "merge", "keys": ["id"], "order_by": "version"}}
         (lake / "pipelines").mkdir(parents=True)
         (lake / "pipelines" / "bench_p6.yaml").write_text(json.dumps(spec), encoding="utf-8")
-        done = subprocess.run([str(BIN / "sluice"), "run", "bench_p6"], capture_output=True, text=True,
-                              env=env_for(lake))
-        if done.returncode != 0:
-            raise RuntimeError(f"P6 base load failed:\n{done.stderr[-3000:]}")
+        run_sluice("bench_p6", lake)  # the base load
         shutil.copytree(lake, ready / "sluice")
         shutil.copytree(lake / "lake" / "p6", ready / "plain-table")
         (ready / "_done").write_text("")
@@ -479,14 +470,8 @@ def case_p6() -> dict:
         shutil.copytree(ready / "sluice", lake)
         for file in updates.glob("*.json"):
             shutil.copy(file, lake / "lake" / "landing" / f"updates-{file.name}")
-        started = time.perf_counter()
-        done = subprocess.run([str(BIN / "sluice"), "run", "bench_p6"], capture_output=True, text=True,
-                              env=env_for(lake))
-        wall = time.perf_counter() - started
-        if done.returncode != 0:
-            raise RuntimeError(f"sluice run failed:\n{done.stderr[-3000:]}")
-        summary = json.loads(done.stdout.strip().splitlines()[-1])
-        return {"rows": summary["input_rows"], "seconds": summary["duration_s"], "wall": round(wall, 3),
+        summary, wall = run_sluice("bench_p6", lake)
+        return {"rows": summary["input_rows"], "seconds": summary["duration_s"], "wall": wall,
                 "merge": [b.get("merge") for b in summary["micro_batches"]]}
 
     def plain_side() -> dict:
