@@ -22,6 +22,7 @@ BENCH_SCALE (default 1.0) scales the data: 1.0 = 2M JSON rows in 200 files, 500k
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import random
@@ -38,7 +39,7 @@ sys.path.insert(0, str(HOME))
 from sluice.kafka_broker import create_topic, start_broker, stop_broker  # noqa: E402
 from sluice.settings import load_settings  # noqa: E402
 from sluice.spec import parse_spec  # noqa: E402
-from sluice.submit import build_submit_plan  # noqa: E402
+from sluice.submit import build_submit_plan, spark_submit_command  # noqa: E402
 
 BIN = Path(sys.executable).parent
 RESULTS = HOME / "bench" / "results"
@@ -92,10 +93,9 @@ def plain_run(args: list[str], lake: Path, keep: bool = False) -> dict:
     settings = load_settings()
     spec = parse_spec({"name": "plain", "source": {"format": "text", "path": "x"}})
     plan = build_submit_plan("plain.yaml", spec, settings, run_id="bench", summary_file=lake / "unused.json")
-    command = ["spark-submit", "--master", "local[*]"]
-    for key, value in plan.conf.items():
-        command += ["--conf", f"{key}={value}"]
-    command += ["--jars", plan.jars, str(HOME / "bench" / "plain_batch.py"), *args]
+    plain = dataclasses.replace(plan, application=str(HOME / "bench" / "plain_batch.py"), application_args=args,
+                                name="bench-plain")
+    command = spark_submit_command(plain, "local[*]")
     started = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True, env={**env_for(lake), **plan.env_vars,
                                                                         "PATH": f"{BIN}:{os.environ['PATH']}"})

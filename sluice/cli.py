@@ -74,6 +74,8 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
         print(f"warning: {spec_path}: {warning}", file=sys.stderr)
     _apply_env(settings)
 
+    from sluice_airflow.kafka_connection import kafka_secret_env
+
     from sluice.lock import run_lock
     from sluice.submit import build_submit_plan, env_spark_master
 
@@ -85,14 +87,12 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     lock = run_lock(settings.checkpoint_root, spec.name, {"run_id": run_id}, dry_run=args.dry_run)
     with tempfile.TemporaryDirectory(prefix="sluice-run-") as tmp, lock:
         started = time.monotonic()
-        if master is not None:
-            plan = build_submit_plan(
-                spec_path, spec, settings, trigger=args.trigger, dry_run=args.dry_run,
-                reset=args.reset_checkpoint, run_id=run_id, summary_file=Path(tmp) / "summary.json",
-            )
-            failed = _spark_submit(plan, master)
-        else:
-            plan, failed = _submit_through_airflow(args, spec_path, spec, settings, run_id, Path(tmp))
+        # kafka_secret_env reads Airflow only for a spec that names a Kafka connection
+        plan = build_submit_plan(
+            spec_path, spec, settings, trigger=args.trigger, dry_run=args.dry_run, reset=args.reset_checkpoint,
+            run_id=run_id, summary_file=Path(tmp) / "summary.json", secret_env=kafka_secret_env(spec),
+        )
+        failed = _spark_submit(plan, master) if master is not None else _submit_through_airflow(plan)
         summary = plan.read_summary()
     if summary is None:
         print(f"sluice: spark-submit failed before the run summary was written: {failed}", file=sys.stderr)
@@ -128,30 +128,23 @@ def _spark_submit(plan, master: str) -> str | None:
     return None if code == 0 else f"spark-submit exited with code {code}"
 
 
-def _submit_through_airflow(args, spec_path, spec, settings, run_id, tmp: Path):
-    """The same run through Airflow's SparkSubmitHook: connections from Airflow's database or secrets."""
+def _submit_through_airflow(plan):
+    """The same run through Airflow's SparkSubmitHook: connections from Airflow's database or secrets.
+    Returns None if it succeeded, else the hook's error."""
     from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
     from airflow.sdk.exceptions import AirflowException
-    from sluice_airflow.kafka_connection import kafka_secret_env
     from sluice_airflow.spark_connection import require_spark_connection
-
-    from sluice.submit import build_submit_plan
 
     # after Airflow's import, which configures logging its own way: the hook's lines go to stderr
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr, force=True)
-    plan = build_submit_plan(
-        spec_path, spec, settings, trigger=args.trigger, dry_run=args.dry_run, reset=args.reset_checkpoint,
-        run_id=run_id, summary_file=tmp / "summary.json", secret_env=kafka_secret_env(spec),
-    )
     require_spark_connection(plan.conn_id)
-    failed = None
     with _stdout_to_stderr():
         hook = SparkSubmitHook(**plan.hook_kwargs())
         try:
             hook.submit(plan.application)
         except AirflowException as err:
-            failed = err
-    return plan, failed
+            return err
+    return None
 
 
 @contextlib.contextmanager

@@ -40,7 +40,12 @@ def driver_java_options(settings: Settings) -> list[str]:
 def build(settings: Settings) -> Path:
     """Run the warm-up job in a JVM that archives its classes at exit; returns the archive."""
     from sluice.spark_conf import default_spark_conf
-    from sluice.submit import spark_env, spark_jobs_dir
+    from sluice.submit import (
+        SubmitPlan,
+        spark_env,
+        spark_jobs_dir,
+        spark_submit_command,
+    )
 
     target = archive_path(settings)
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -49,12 +54,12 @@ def build(settings: Settings) -> Path:
     jobs = spark_jobs_dir()
     # the same spark-submit, conf and jars as a run (sluice.submit), so the driver's class path matches
     options = f"-Dlog4j2.configurationFile=file:{jobs / 'log4j2.properties'} -XX:ArchiveClassesAtExit={tmp}"
-    conf = {**default_spark_conf(), "spark.driver.extraJavaOptions": options}
-    cmd = ["spark-submit", "--master", "local[*]"]
-    for key, value in conf.items():
-        cmd += ["--conf", f"{key}={value}"]
-    cmd += ["--jars", ",".join(str(j) for j in settings.spark_jars()), "--name", "sluice-warmup",
-            str(jobs / "warmup.py")]
+    plan = SubmitPlan(
+        application=str(jobs / "warmup.py"), application_args=[],
+        conf={**default_spark_conf(), "spark.driver.extraJavaOptions": options},
+        jars=",".join(str(j) for j in settings.spark_jars()), name="sluice-warmup", conn_id=settings.spark_conn_id,
+    )
+    cmd = spark_submit_command(plan, "local[*]")
     bin_dir = str(Path(sys.executable).parent)
     env = {**os.environ, **spark_env(settings), "PATH": bin_dir + os.pathsep + os.environ.get("PATH", "")}
     print("building the JVM class archive: " + " ".join(shlex.quote(c) for c in cmd[:3]) + " ... warmup.py",
