@@ -1,6 +1,7 @@
 """`make demo`: sample files land and click events go to Kafka; the orders_bronze (files) and clicks_kafka
-(Kafka) DAGs run through Airflow; more data arrives; they run again and ingest exactly the new rows; then
-a Delta table is shown. The local Kafka broker is started for the demo (and stopped after it) unless it
+(Kafka) DAGs run through Airflow; more data arrives; they run again and ingest exactly the new rows; the
+chain orders_bronze -> orders_silver (deduplicated, with regions) -> orders_gold (revenue per region and
+day) runs; then the tables are shown. The local Kafka broker is started for the demo (and stopped after it) unless it
 was already running.
 
 Every step is a command a user can type; the demo prints each before running it.
@@ -13,6 +14,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+from generate_sample_data import (  # include/, beside this file
+    BAD_ORDERS_PER_DROP,
+    REDELIVERED_PER_DROP,
+)
+
 from sluice.kafka_broker import Broker
 from sluice.settings import load_settings
 
@@ -20,6 +26,7 @@ BIN = Path(sys.executable).parent
 HOME = Path(__file__).resolve().parent.parent
 PIPELINE = "orders_bronze"
 KAFKA_PIPELINE = "clicks_kafka"
+CHAIN = ("orders_silver", "orders_gold")  # scheduled on orders_bronze's / orders_silver's table (Assets)
 
 
 def run(cmd: list[str], capture: bool = False) -> str:
@@ -53,6 +60,9 @@ def airflow_run(dag_id: str) -> dict:
             else:
                 read = f"offsets {source['start_offset']} -> {source['end_offset']}"
             print(f"    batch {batch['batch_id']}: {source['input_rows']} rows, {read}")
+    if summary.get("quarantined_rows"):
+        print(f"  {summary['quarantined_rows']} bad record(s) quarantined in {summary['quarantine']}; "
+              f"{summary.get('rescued_rows', 0)} record(s) with unknown fields kept in _rescued")
     return summary
 
 
@@ -84,16 +94,26 @@ def main() -> None:
         drop = land_drop(broker.bootstrap_servers)
         second = airflow_run(PIPELINE)
         check(PIPELINE, second, drop["rows"]["orders"])
+        if second["quarantined_rows"] != BAD_ORDERS_PER_DROP:
+            sys.exit(f"demo: {PIPELINE} quarantined {second['quarantined_rows']} records, expected {BAD_ORDERS_PER_DROP}")
         second_clicks = airflow_run(KAFKA_PIPELINE)
         check(KAFKA_PIPELINE, second_clicks, drop["rows"]["clicks"])
+        # what a scheduler does when orders_bronze's table was updated: the chain runs
+        silver, gold = (airflow_run(dag_id) for dag_id in CHAIN)
     finally:
         if started_kafka:
             run([str(BIN / "sluice"), "kafka", "down"])
     run([str(BIN / "sluice"), "show", PIPELINE, "--limit", "5"])
+    run([str(BIN / "sluice"), "show", CHAIN[-1], "--limit", "12"])
     print(
         f"\nDone. Files: the first run ingested {first['input_rows']} rows, the second exactly the "
         f"{second['input_rows']} new ones. Kafka: {first_clicks['input_rows']} then exactly the "
-        f"{second_clicks['input_rows']} new records.\nTables: {second['sink']}, {second_clicks['sink']}; "
+        f"{second_clicks['input_rows']} new records. Each drop's {BAD_ORDERS_PER_DROP} bad orders went to the "
+        f"quarantine table {second['quarantine']}, with their raw text, file and error.\n"
+        f"Chain: orders_silver dropped the {REDELIVERED_PER_DROP} orders per drop delivered twice "
+        f"({silver['output_rows']} orders), orders_gold wrote {gold['output_rows']} rows of revenue per region "
+        "and day (a day is written once it is complete: when orders more than an hour past its end arrived).\n"
+        f"Tables: {second['sink']}, {silver['sink']}, {gold['sink']}, {second_clicks['sink']}; "
         f"checkpoints: {settings.checkpoint_root}.\n"
         "Next: `make airflow-standalone` for the UI, or `.venv/bin/sluice run customers_csv`."
     )

@@ -40,9 +40,13 @@ def _write_atomically(path: Path, text: str) -> None:
 
 
 def orders(root: Path, drop: int) -> int:
+    """One day of orders per drop (drop 1: 2026-11-01), in that day's folder ``landing/orders/dt=<day>``
+    (what orders_bronze's backfill section reads)."""
     rng = random.Random(drop)
     base = datetime(2026, 11, 1, tzinfo=timezone.utc) + timedelta(days=drop - 1)
+    folder = root / "landing" / "orders" / f"dt={base.date().isoformat()}"
     rows = 0
+    sent = []
     for f in range(ORDER_FILES_PER_DROP):
         lines = []
         for i in range(ORDERS_PER_FILE):
@@ -54,9 +58,30 @@ def orders(root: Path, drop: int) -> int:
                 "customer": f"c{rng.randint(1, 20):03d}",
                 "amount": round(rng.uniform(5, 500), 2),
             }))
-        _write_atomically(root / "landing" / "orders" / f"orders-{drop:03d}-{f}.json", "\n".join(lines) + "\n")
+        _write_atomically(folder / f"orders-{drop:03d}-{f}.json", "\n".join(lines) + "\n")
         rows += len(lines)
-    return rows
+        sent += lines
+    # At-least-once upstream: a few orders are delivered twice. Bronze keeps what landed; orders_silver
+    # drops the copies (dedupe by id within its watermark).
+    _write_atomically(folder / f"orders-{drop:03d}-redelivered.json", "\n".join(sent[:REDELIVERED_PER_DROP]) + "\n")
+    rows += REDELIVERED_PER_DROP
+    # Real landing zones are dirty: every drop brings BAD_ORDERS_PER_DROP records that cannot be rows (a line
+    # cut short, a text where the amount goes), which sluice quarantines, and one with a field the schema
+    # does not declare, which lands in the table with the field kept in _rescued.
+    order_id = drop * 1_000_000
+    dirty = [
+        '{"id": %d, "ts": "2026-11-01T10:00:00Z", "custo' % order_id,
+        json.dumps({"id": order_id + 1, "ts": base.strftime("%Y-%m-%dT%H:%M:%SZ"), "customer": "c001",
+                    "amount": "twelve"}),
+        json.dumps({"id": order_id + 2, "ts": base.strftime("%Y-%m-%dT%H:%M:%SZ"), "customer": "c002",
+                    "amount": 12.0, "coupon": "WELCOME"}),
+    ]
+    _write_atomically(folder / f"orders-{drop:03d}-dirty.json", "\n".join(dirty) + "\n")
+    return rows + len(dirty)
+
+
+BAD_ORDERS_PER_DROP = 2
+REDELIVERED_PER_DROP = 3
 
 
 def customers(root: Path, drop: int) -> int:
@@ -134,7 +159,8 @@ def main() -> None:
 
 def next_drop(root: Path) -> int:
     """One more than the highest drop written to any landing folder."""
-    drops = [int(p.name.split("-")[1].split(".")[0]) for p in (root / "landing").glob("*/*-[0-9][0-9][0-9]*")]
+    drops = [int(p.name.split("-")[1].split(".")[0]) for p in (root / "landing").rglob("*-[0-9][0-9][0-9]*")
+             if p.is_file()]
     return max(drops, default=0) + 1
 
 

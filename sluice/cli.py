@@ -2,6 +2,8 @@
 
     sluice validate SPEC...                          check specs (exit 1 on any invalid one)
     sluice run SPEC [--trigger T] [--dry-run] [--reset-checkpoint]
+                    [--max-files-per-trigger N | --max-offsets-per-trigger N]
+                    [--backfill-from DAY --backfill-to DAY]
                                                      run a pipeline once, as its Airflow task does
     sluice show SPEC [--limit N]                     the pipeline's Delta table: history and rows
     sluice status SPEC [--limit N] [--json]          the pipeline's latest runs, from the run ledger
@@ -28,6 +30,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from sluice.environment import project_env
+from sluice.quality import quality_warnings
 from sluice.settings import Settings, load_settings
 from sluice.spec import SpecError, load_spec, spec_files
 
@@ -72,6 +75,23 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     spec = load_spec(spec_path)
     for warning in spec.warnings():
         print(f"warning: {spec_path}: {warning}", file=sys.stderr)
+    from sluice.run_request import CLI_NAMES, RunRequestError, run_request
+
+    if args.reset_checkpoint and (args.backfill_from or args.backfill_to):
+        print("sluice: --reset-checkpoint and --backfill-from/--backfill-to: choose one; a reset rebuilds the "
+              "whole table from the source, a backfill some days of it", file=sys.stderr)
+        return 2
+    backfill = bool(args.backfill_from or args.backfill_to)
+    try:
+        request = run_request(
+            spec, mode="backfill" if backfill else "reset" if args.reset_checkpoint else "incremental",
+            trigger=args.trigger, max_files_per_trigger=args.max_files_per_trigger,
+            max_offsets_per_trigger=args.max_offsets_per_trigger, backfill_from=args.backfill_from,
+            backfill_to=args.backfill_to, test_mode=args.dry_run, names=CLI_NAMES,
+        )
+    except RunRequestError as err:
+        print(f"sluice: {spec.name}: {err}", file=sys.stderr)
+        return 2
     _apply_env(settings)
 
     from sluice_airflow.kafka_connection import kafka_secret_env
@@ -89,8 +109,9 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
         started = time.monotonic()
         # kafka_secret_env reads Airflow only for a spec that names a Kafka connection
         plan = build_submit_plan(
-            spec_path, spec, settings, trigger=args.trigger, dry_run=args.dry_run, reset=args.reset_checkpoint,
+            spec_path, spec, settings, trigger=request.trigger, dry_run=request.dry_run, reset=request.reset,
             run_id=run_id, summary_file=Path(tmp) / "summary.json", secret_env=kafka_secret_env(spec),
+            request=request,
         )
         failed = _spark_submit(plan, master) if master is not None else _submit_through_airflow(plan)
         summary = plan.read_summary()
@@ -98,6 +119,8 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
         print(f"sluice: spark-submit failed before the run summary was written: {failed}", file=sys.stderr)
         return 1
     summary.setdefault("phases_s", {})["spark_submit"] = round(time.monotonic() - started, 3)
+    for warning in quality_warnings(summary):
+        print(f"warning: {warning}", file=sys.stderr)
     print(json.dumps(summary))
     return 0 if summary["status"] == "succeeded" and failed is None else 1
 
@@ -242,6 +265,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--reset-checkpoint", action="store_true",
                    help="start a new checkpoint (the old one is kept beside it) and REPLACE the table's content "
                         "with everything the source holds")
+    p.add_argument("--max-files-per-trigger", metavar="N", help="file sources: at most N files per micro-batch")
+    p.add_argument("--max-offsets-per-trigger", metavar="N", help="Kafka: at most N records per micro-batch")
+    p.add_argument("--backfill-from", metavar="DAY",
+                   help="backfill: rebuild the days DAY..--backfill-to (YYYY-MM-DD, inclusive) of the table from "
+                        "what the stream ingested for them; the checkpoint is not touched")
+    p.add_argument("--backfill-to", metavar="DAY")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("status", help="the pipeline's latest runs, from the run ledger")

@@ -40,6 +40,7 @@ def arrow_schema():
         ("replay_of_version", pa.int64()),
         ("input_rows", pa.int64()),
         ("output_rows", pa.int64()),
+        ("quarantined_rows", pa.int64()),
         ("sources", pa.list_(source)),
     ])
     utc = pa.timestamp("us", tz="UTC")
@@ -64,6 +65,15 @@ def arrow_schema():
         ("delta_version_before", pa.int64()),
         ("delta_version_after", pa.int64()),
         ("checkpoint_id", pa.string()),
+        # data quality: records that did not parse or fit, where they went, expectation counts (JSON)
+        ("bad_records", pa.int64()),
+        ("quarantined_rows", pa.int64()),
+        ("dropped_rows", pa.int64()),
+        ("rescued_rows", pa.int64()),
+        ("expectations", pa.string()),
+        ("quarantine", pa.string()),
+        # a backfill run: the slice it rebuilt ("2026-11-01..2026-11-03"); null for other runs
+        ("backfill", pa.string()),
         ("micro_batches", pa.list_(batch)),
         ("summary", pa.string()),
     ])
@@ -99,6 +109,13 @@ def ledger_row(summary: dict[str, Any]) -> dict[str, Any]:
         "delta_version_before": summary.get("delta_version_before"),
         "delta_version_after": summary.get("delta_version_after"),
         "checkpoint_id": summary.get("checkpoint_id"),
+        "bad_records": summary.get("bad_records", 0),
+        "quarantined_rows": summary.get("quarantined_rows", 0),
+        "dropped_rows": summary.get("dropped_rows", 0),
+        "rescued_rows": summary.get("rescued_rows", 0),
+        "expectations": json.dumps(summary.get("expectations") or {}),
+        "quarantine": summary.get("quarantine"),
+        "backfill": (summary.get("backfill") or {}).get("slice"),
         "micro_batches": [
             {
                 "batch_id": b["batch_id"],
@@ -106,6 +123,7 @@ def ledger_row(summary: dict[str, Any]) -> dict[str, Any]:
                 "replay_of_version": b.get("replay_of_version"),
                 "input_rows": b.get("input_rows", 0),
                 "output_rows": b.get("output_rows", 0),
+                "quarantined_rows": b.get("quarantined_rows", 0),
                 "sources": [
                     {
                         "description": s.get("description"),
@@ -132,7 +150,8 @@ def append_run(ledger: str, summary: dict[str, Any], attempts: int = 5) -> int:
     row = pa.Table.from_pylist([ledger_row(summary)], schema=arrow_schema())
     for attempt in range(attempts):
         try:
-            write_deltalake(ledger, row, mode="append", name="sluice run ledger",
+            # schema_mode merge: a ledger written by an older sluice gains the new columns
+            write_deltalake(ledger, row, mode="append", schema_mode="merge", name="sluice run ledger",
                             description="one row per sluice run: sluice status, README 'run ledger'")
             break
         except (CommitFailedError, DeltaError):
@@ -150,14 +169,23 @@ def append_run(ledger: str, summary: dict[str, Any], attempts: int = 5) -> int:
 
 
 def latest_runs(ledger: str, pipeline: str, limit: int = 10) -> list[dict[str, Any]]:
-    """The pipeline's latest runs, newest first (empty if the ledger does not exist yet)."""
-    import pyarrow.compute as pc
-    from deltalake import DeltaTable
+    """The pipeline's latest runs, newest first (empty if the ledger does not exist yet).
+
+    Read with delta-rs' own query engine: scanning through a pyarrow dataset of the table aborted the
+    process at exit now and then ("terminate called without an active exception")."""
+    import re
+
+    from deltalake import DeltaTable, QueryBuilder
 
     if not DeltaTable.is_deltatable(ledger):
         return []
-    columns = [f.name for f in arrow_schema() if f.name not in ("summary", "micro_batches")]
-    rows = DeltaTable(ledger).to_pyarrow_dataset().to_table(
-        columns=columns, filter=pc.field("pipeline") == pipeline)
-    rows = rows.sort_by([("started_at", "descending")]).slice(0, limit)
-    return rows.to_pylist()
+    if not re.fullmatch(r"[a-z][a-z0-9_]*", pipeline):  # the spec's name pattern: safe inside the SQL below
+        raise ValueError(f"not a pipeline name: {pipeline!r}")
+    table = DeltaTable(ledger)
+    have = {f.name for f in table.schema().fields}
+    columns = [f.name for f in arrow_schema() if f.name not in ("summary", "micro_batches") and f.name in have]
+    selected = ", ".join(f'"{c}"' for c in columns)
+    sql = f"SELECT {selected} FROM ledger WHERE pipeline = '{pipeline}' ORDER BY started_at DESC LIMIT {int(limit)}"
+    import pyarrow as pa
+
+    return pa.table(QueryBuilder().register("ledger", table).execute(sql).read_all()).to_pylist()

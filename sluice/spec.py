@@ -41,6 +41,11 @@ SCHEDULE_PRESETS = ("@once", "@continuous", "@hourly", "@daily", "@weekly", "@mo
 Trigger = Literal["available_now", "once"]
 FileFormat = Literal["json", "csv", "parquet", "text"]
 SinkMode = Literal["append", "complete", "merge"]
+OnBadRecords = Literal["quarantine", "fail", "drop"]
+OnViolation = Literal["warn", "drop", "quarantine", "fail"]
+SchemaEvolution = Literal["rescue", "add_columns", "fail"]
+RESCUED_COLUMN = "_rescued"
+"""JSON sources: the fields of a record that the schema does not declare, as a JSON object (null if none)."""
 OptionValue = str | int | float | bool
 
 
@@ -81,12 +86,53 @@ class Watermark(_Model):
         return value.strip()
 
 
+class ReferenceTable(_Model):
+    """A small static table the transform's SQL can join (a stream-static join), read once per run."""
+
+    format: Literal["csv", "json", "parquet", "delta"]
+    path: str
+    """Relative to the project folder (``SLUICE_HOME``, e.g. ``include/reference/regions.csv``), or absolute."""
+    schema_: str | None = Field(default=None, alias="schema")
+    """Spark DDL; required for csv and json (nothing is inferred behind your back)."""
+    options: dict[str, OptionValue] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _schema(self) -> ReferenceTable:
+        if self.format in ("csv", "json") and self.schema_ is None:
+            raise ValueError(f'schema: required for {self.format} reference tables, e.g. schema: "code STRING, name STRING"')
+        return self
+
+
 class Transform(_Model):
     """Optional SQL over the input stream, which is the temp view ``source``."""
 
     sql: str | None = None
     """A Spark SQL query reading the temp view ``source``."""
     watermark: Watermark | None = None
+    dedupe: list[str] | None = None
+    """Drop a row whose values of these columns were seen before, within the watermark's delay (Spark's
+    dropDuplicatesWithinWatermark): a re-delivered event is ingested once. Needs ``watermark``."""
+    tables: dict[str, ReferenceTable] = Field(default_factory=dict)
+    """Static tables the SQL can read (joins with a reference table), by temp view name."""
+
+    @field_validator("tables")
+    @classmethod
+    def _view_names(cls, value: dict[str, ReferenceTable]) -> dict[str, ReferenceTable]:
+        for name in value:
+            if not re.match(NAME_PATTERN, name) or name == "source":
+                raise ValueError(f"{name!r} cannot name a temp view: use lower-case letters, digits and _, not source")
+        return value
+
+    @model_validator(mode="after")
+    def _dedupe_needs_watermark(self) -> Transform:
+        if self.dedupe is not None and not self.dedupe:
+            raise ValueError("dedupe: name the columns that identify an event, e.g. dedupe: [order_id]")
+        if self.dedupe and self.watermark is None:
+            raise ValueError(
+                "dedupe: needs a watermark (transform.watermark): without one, Spark would remember every key "
+                "forever; the watermark's delay is how long a duplicate can arrive after the first copy"
+            )
+        return self
 
     @field_validator("sql")
     @classmethod
@@ -112,8 +158,11 @@ class FileSource(_Model):
     @field_validator("schema_")
     @classmethod
     def _ddl(cls, value: str | None) -> str | None:
-        if value is not None:
-            _ddl_columns(value)
+        if value is not None and any(c.lower() == RESCUED_COLUMN for c, _ in _ddl_columns(value)):
+            raise ValueError(
+                f"column {RESCUED_COLUMN} is the column sluice adds for the fields a JSON record has beyond the "
+                "schema; leave it out of the schema"
+            )
         return value
 
     @model_validator(mode="after")
@@ -128,8 +177,54 @@ class FileSource(_Model):
         return self
 
 
+class DeltaSource(_Model):
+    """A Delta table read as a stream: an upstream sluice pipeline's table (bronze -> silver -> gold), each
+    run reading the commits since the last one, exactly once, with a checkpoint of its own."""
+
+    format: Literal["delta"]
+    pipeline: Annotated[str, Field(pattern=NAME_PATTERN)] | None = None
+    """The upstream pipeline, by name: its sink table is read (its spec must be in the pipelines folder)."""
+    path: str | None = None
+    """Or a Delta table's folder: relative to the lake root, or absolute."""
+    max_files_per_trigger: Annotated[int, Field(gt=0)] | None = None
+    """Rate limit: at most this many of the table's files per micro-batch."""
+    skip_change_commits: bool = False
+    """A commit that changes or deletes rows upstream (MERGE, a backfill, DELETE) fails the run by default
+    (its changes cannot flow down as new rows). ``true`` skips such commits: only appends flow down."""
+    options: dict[str, OptionValue] = Field(default_factory=dict)
+    """Passed to Delta's streaming source (``startingVersion``, ``maxBytesPerTrigger``, ...)."""
+
+    @model_validator(mode="after")
+    def _one_table(self) -> DeltaSource:
+        if bool(self.pipeline) == bool(self.path):
+            raise ValueError("pipeline: name the upstream pipeline (pipeline: orders_bronze) or a table path, "
+                             "exactly one of them")
+        return self
+
+
+class AssetSchedule(_Model):
+    """Run when an upstream pipeline's table was updated (its Airflow Asset)."""
+
+    asset: str | list[str]
+    """The upstream pipeline(s) by name; with several, the run waits until each has been updated."""
+
+    @property
+    def pipelines(self) -> list[str]:
+        return [self.asset] if isinstance(self.asset, str) else list(self.asset)
+
+    @field_validator("asset")
+    @classmethod
+    def _names(cls, value: str | list[str]) -> str | list[str]:
+        names = [value] if isinstance(value, str) else value
+        if not names:
+            raise ValueError("name at least one upstream pipeline")
+        bad = [n for n in names if not re.match(NAME_PATTERN, n)]
+        if bad:
+            raise ValueError(f"{bad[0]!r} is not a pipeline name (lower-case letters, digits, _)")
+        return value
+
+
 KAFKA_COLUMNS = ("key", "topic", "partition", "offset", "timestamp")
-RAW_VALUE_COLUMN = "_raw_value"
 
 
 class KafkaValue(_Model):
@@ -144,11 +239,11 @@ class KafkaValue(_Model):
     def _ddl(cls, value: str | None) -> str | None:
         if value is None:
             return value
-        clash = [c for c, _ in _ddl_columns(value) if c.lower() in (*KAFKA_COLUMNS, RAW_VALUE_COLUMN)]
+        clash = [c for c, _ in _ddl_columns(value) if c.lower() in (*KAFKA_COLUMNS, RESCUED_COLUMN)]
         if clash:
             raise ValueError(
                 f"column(s) {', '.join(clash)} clash with the columns sluice adds for every record "
-                f"({', '.join(KAFKA_COLUMNS)}, {RAW_VALUE_COLUMN}); leave them out of the value schema"
+                f"({', '.join(KAFKA_COLUMNS)}, {RESCUED_COLUMN}); leave them out of the value schema"
             )
         return value
 
@@ -263,6 +358,63 @@ class Sink(_Model):
         return self
 
 
+class Expectation(_Model):
+    """A rule every transformed row should meet, checked on each micro-batch before it is committed."""
+
+    name: Annotated[str, Field(pattern=NAME_PATTERN, max_length=100)]
+    rule: str
+    """A Spark SQL boolean over the transformed row, e.g. ``amount > 0``. NULL counts as a violation."""
+    on_violation: OnViolation = "warn"
+    """``warn``: count and keep the row; ``drop``: count and leave it out; ``quarantine``: move it to the
+    quarantine table; ``fail``: fail the run before the batch is committed (the checkpoint stays put)."""
+
+    @field_validator("rule")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("a Spark SQL boolean is required, e.g. rule: \"amount > 0\"")
+        return value.strip()
+
+
+_BACKFILL_PLACEHOLDER_RE = re.compile(r"\{\{\s*(\w+)\s*\}\}")
+BACKFILL_PLACEHOLDERS = {"ds": "%Y-%m-%d", "ds_nodash": "%Y%m%d"}
+
+
+class Backfill(_Model):
+    """How a backfill run rebuilds one slice (a range of days) of the sink table."""
+
+    column: str
+    """The sink column that holds a row's date (DATE, TIMESTAMP, or 'YYYY-MM-DD' STRING): the slice's rows
+    are replaced (Delta replaceWhere on it). Best a ``sink.partition_by`` column."""
+    path: str | None = None
+    """File sources: the folder of ONE day's files, with ``{{ ds }}`` (2026-11-01) or ``{{ ds_nodash }}``
+    (20261101), relative to the lake root or absolute, e.g. ``landing/orders/dt={{ ds }}``. Kafka sources
+    have none: the slice is the records whose timestamp falls in it."""
+
+    @field_validator("path")
+    @classmethod
+    def _template(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        names = _BACKFILL_PLACEHOLDER_RE.findall(value)
+        unknown = sorted(set(names) - set(BACKFILL_PLACEHOLDERS))
+        if unknown:
+            raise ValueError(
+                f"{value!r} uses {', '.join('{{ ' + n + ' }}' for n in unknown)}; the placeholders are "
+                "{{ ds }} (2026-11-01) and {{ ds_nodash }} (20261101)"
+            )
+        if not names:
+            raise ValueError(
+                f"{value!r} has no {{{{ ds }}}}: every day of a backfill would read the same folder; write the "
+                "folder of one day, e.g. landing/orders/dt={{ ds }}"
+            )
+        return value
+
+    def path_for(self, day) -> str:
+        """``path`` for one day (a ``datetime.date``)."""
+        return _BACKFILL_PLACEHOLDER_RE.sub(lambda m: day.strftime(BACKFILL_PLACEHOLDERS[m.group(1)]), self.path or "")
+
+
 class PipelineSpec(_Model):
     """One pipeline: a source, an optional transform, one Delta sink, one checkpoint."""
 
@@ -270,10 +422,11 @@ class PipelineSpec(_Model):
     """dag_id, and the default table and checkpoint folder names."""
     description: str | None = None
     """Shown as the DAG's documentation in Airflow."""
-    schedule: str | None = None
-    """Any Airflow schedule (cron, ``@hourly``, ...); null = manual runs only."""
+    schedule: str | AssetSchedule | None = None
+    """Any Airflow schedule (cron, ``@hourly``, ...); ``{asset: <upstream pipeline>}`` to run when that
+    pipeline's table was updated; null = manual runs only."""
     trigger: Trigger = "available_now"
-    source: Annotated[FileSource | KafkaSource, Field(discriminator="format")]
+    source: Annotated[FileSource | KafkaSource | DeltaSource, Field(discriminator="format")]
     transform: Transform | None = None
     sink: Sink = Field(default_factory=Sink)
     checkpoint: str | None = None
@@ -283,13 +436,26 @@ class PipelineSpec(_Model):
     retry_delay_seconds: Annotated[int, Field(ge=0)] = 30
     spark_conf: dict[str, OptionValue] = Field(default_factory=dict)
     """Extra ``--conf`` settings for this pipeline's spark-submit (they override sluice's defaults)."""
+    on_bad_records: OnBadRecords = "quarantine"
+    """A record that does not parse or does not fit the schema (json, csv, Kafka json values): ``quarantine``
+    it (raw text, source, error) in the quarantine table; ``fail`` the run before the batch is committed;
+    or ``drop`` it (still counted in the run summary)."""
+    quarantine_path: str | None = None
+    """The quarantine Delta table: relative to the lake root, or absolute. Default ``_quarantine/<name>``."""
+    expectations: list[Expectation] = Field(default_factory=list)
+    schema_evolution: SchemaEvolution = "rescue"
+    """JSON sources, fields the schema does not declare: ``rescue`` keeps them in the ``_rescued`` column
+    (JSON text; the table's schema never changes by itself); ``add_columns`` adds them to the table as new
+    columns (types inferred, Delta schema merge); ``fail`` fails the run before the batch is committed."""
+    backfill: Backfill | None = None
+    """Lets a backfill run (Airflow backfill, or ``mode: backfill``) rebuild a slice of days of the table."""
 
     @field_validator("schedule")
     @classmethod
-    def _airflow_schedule(cls, value: str | None) -> str | None:
+    def _airflow_schedule(cls, value: str | AssetSchedule | None) -> str | AssetSchedule | None:
         # Checked here, not by Airflow at parse time: an invalid schedule would fail the DAG file that
         # builds every pipeline's DAG, hiding all of them.
-        if value is None or value in SCHEDULE_PRESETS:
+        if value is None or isinstance(value, AssetSchedule) or value in SCHEDULE_PRESETS:
             return value
         from croniter import (
             croniter,  # Airflow's own cron parser, a dependency of Airflow
@@ -301,6 +467,77 @@ class PipelineSpec(_Model):
                 "use null for manual runs only"
             )
         return value
+
+    @model_validator(mode="after")
+    def _quality_fields(self) -> PipelineSpec:
+        names = [e.name for e in self.expectations]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"expectations: the name(s) {', '.join(twice)} are used twice; names are unique")
+        json_source = self.source.format == "json" or (
+            isinstance(self.source, KafkaSource) and self.source.value.format == "json"
+        )
+        if self.schema_evolution != "rescue" and not json_source:
+            raise ValueError(
+                f"schema_evolution: {self.schema_evolution} applies to JSON sources (json files, Kafka json "
+                f"values), not to {self.source.format}; remove it"
+            )
+        if self.schema_evolution == "add_columns" and self.is_stateful():
+            raise ValueError(
+                "schema_evolution: add_columns cannot add columns to a stateful query's result (aggregation, "
+                "distinct, join or window in transform.sql); use rescue (the default)"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _backfill_fits(self) -> PipelineSpec:
+        backfill = self.backfill
+        if backfill is None:
+            return self
+        if self.sink.mode == "complete":
+            raise ValueError(
+                "backfill: a complete sink rewrites the whole table on every run; there is no slice to rebuild. "
+                "Remove backfill, or use sink.mode append or merge"
+            )
+        if isinstance(self.source, DeltaSource):
+            raise ValueError("backfill: not for delta sources yet; backfill the upstream pipeline, and reset this one "
+                             "(mode reset) to rebuild it from the upstream table")
+        if isinstance(self.source, KafkaSource) and backfill.path is not None:
+            raise ValueError("backfill.path: a Kafka source has no folders; a slice is the records whose "
+                             "timestamp falls in it. Remove backfill.path")
+        if not isinstance(self.source, KafkaSource) and backfill.path is None:
+            raise ValueError(
+                "backfill.path: required for file sources: the folder of one day's files, with {{ ds }}, "
+                f"e.g. {self.source.path.rstrip('/')}/dt={{{{ ds }}}}"
+            )
+        return self
+
+    def is_stateful(self) -> bool:
+        """The transform keeps state across micro-batches (aggregation, distinct, join, window, watermark)."""
+        transform = self.transform
+        sql = transform.sql if transform else None
+        return bool(sql and _STATEFUL_SQL_RE.search(sql)) or bool(transform and (transform.watermark or transform.dedupe))
+
+    def parses_records(self) -> bool:
+        """The source parses text into the schema's columns, so a record can be bad (json, csv, Kafka json)."""
+        if isinstance(self.source, KafkaSource):
+            return self.source.value.format == "json"
+        return self.source.format in ("json", "csv")
+
+    def upstream_pipelines(self) -> list[str]:
+        """Pipelines this one reads (a delta source) or is scheduled by (an asset schedule)."""
+        names = [self.source.pipeline] if isinstance(self.source, DeltaSource) and self.source.pipeline else []
+        if isinstance(self.schedule, AssetSchedule):
+            names += [n for n in self.schedule.pipelines if n not in names]
+        return names
+
+    def rescues_fields(self) -> bool:
+        """Fields the schema does not declare are kept (``_rescued``) or added: JSON lines and Kafka JSON."""
+        if isinstance(self.source, KafkaSource):
+            return self.source.value.format == "json"
+        if isinstance(self.source, DeltaSource):
+            return False
+        return self.source.format == "json" and not _truthy(self.source.options.get("multiLine"))
 
     @model_validator(mode="after")
     def _complete_needs_aggregation(self) -> PipelineSpec:
@@ -316,6 +553,8 @@ class PipelineSpec(_Model):
     def source_path(self, settings: Settings) -> str:
         if isinstance(self.source, KafkaSource):
             raise TypeError("a kafka source has no path")
+        if isinstance(self.source, DeltaSource) and self.source.pipeline:
+            return upstream_spec(self.source.pipeline, settings, self.name).sink_path(settings)
         return _resolve(self.source.path, settings.lake_root)
 
     def sink_path(self, settings: Settings) -> str:
@@ -323,6 +562,9 @@ class PipelineSpec(_Model):
 
     def checkpoint_path(self, settings: Settings) -> str:
         return _resolve(self.checkpoint or self.name, settings.checkpoint_root)
+
+    def quarantine_table_path(self, settings: Settings) -> str:
+        return _resolve(self.quarantine_path or f"_quarantine/{self.name}", settings.lake_root)
 
     # --- advice that is not an error -------------------------------------------------------------
 
@@ -340,6 +582,22 @@ class PipelineSpec(_Model):
         return found
 
 
+def upstream_spec(name: str, settings: Settings, reader: str) -> PipelineSpec:
+    """The spec of the pipeline ``name`` in the pipelines folder (a delta source, an asset schedule)."""
+    for path in spec_files(settings.pipelines_dir):
+        try:
+            spec = load_spec(path)
+        except SpecError:
+            continue
+        if spec.name == name:
+            return spec
+    raise SpecError(reader, [f"source.pipeline: no valid pipeline named {name!r} in {settings.pipelines_dir}"])
+
+
+def _truthy(value: OptionValue | None) -> bool:
+    return str(value).strip().lower() == "true"
+
+
 def _resolve(path: str, root: Path) -> str:
     candidate = Path(path).expanduser()
     if "://" in path:  # a URI (s3a://, abfss://, file://): used as it is
@@ -349,13 +607,14 @@ def _resolve(path: str, root: Path) -> str:
 
 # --- loading -------------------------------------------------------------------------------------
 
-_SOURCE_FORMATS = ("json", "csv", "parquet", "text", "kafka")
+_SOURCE_FORMATS = ("json", "csv", "parquet", "text", "kafka", "delta")
 
 
 def _describe(error: dict[str, Any]) -> str:
     """One pydantic error as ``field.path: problem; what is allowed``."""
     # drop pydantic's own path elements: validator wrappers, and the union member ("kafka", "json", ...)
-    loc = [str(p) for p in error["loc"] if not str(p).startswith(("function-after", "FileSource", "KafkaSource"))]
+    loc = [str(p) for p in error["loc"]
+           if not str(p).startswith(("function-after", "FileSource", "KafkaSource", "DeltaSource", "AssetSchedule"))]
     if len(loc) >= 2 and loc[0] == "source" and loc[1] in _SOURCE_FORMATS:
         del loc[1]
     field = ".".join("schema" if p == "schema_" else p for p in loc) or "(top level)"
@@ -391,7 +650,11 @@ def parse_spec(data: Any, source: str = "<spec>") -> PipelineSpec:
     try:
         return PipelineSpec.model_validate(data)
     except ValidationError as err:
-        raise SpecError(source, [_describe(e) for e in err.errors()]) from None
+        errors = err.errors()
+        # a mapping given for `schedule` is an asset schedule: the "not a string" error of the other union
+        # member says nothing useful
+        errors = [e for e in errors if not (e["loc"][-1:] == ("str",) and isinstance(e.get("input"), dict))] or errors
+        raise SpecError(source, [_describe(e) for e in errors]) from None
 
 
 def load_spec(path: str | Path) -> PipelineSpec:
@@ -434,6 +697,16 @@ def load_pipeline_dir(folder: Path) -> tuple[dict[Path, PipelineSpec], list[Spec
                 others = ", ".join(_display(p) for p in paths if p != path)
                 errors.append(SpecError(_display(path), [f"name: {name!r} is also used by {others}; names are unique"]))
                 del specs[path]
+    names = {spec.name for spec in specs.values()}
+    for path, spec in list(specs.items()):
+        unknown = [n for n in spec.upstream_pipelines() if n not in names or n == spec.name]
+        if unknown:
+            field = "source.pipeline" if isinstance(spec.source, DeltaSource) and spec.source.pipeline in unknown \
+                else "schedule.asset"
+            what = "itself" if unknown[0] == spec.name else f"{unknown[0]!r}, which is not a valid pipeline in {folder}"
+            errors.append(SpecError(_display(path), [f"{field}: names {what}; name an upstream pipeline "
+                                                     f"({', '.join(sorted(names - {spec.name})) or 'none here'})"]))
+            del specs[path]
     return specs, errors
 
 

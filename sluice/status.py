@@ -11,6 +11,7 @@ from sluice.spec import PipelineSpec
 STATUS_COLUMNS = (
     ("started_at", "started (UTC)"), ("run_id", "run"), ("mode", "mode"), ("status", "status"),
     ("batches", "batches"), ("input_rows", "rows in"), ("output_rows", "rows out"),
+    ("quarantined_rows", "quarantined"),
     ("versions", "versions"), ("duration_s", "secs"), ("error", "error"),
 )
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from sluice.jvm_archive import driver_java_options
 from sluice.process import LAUNCHER_ENV, launcher_token
+from sluice.run_request import RunRequest
 from sluice.settings import Settings
 from sluice.spark_conf import default_spark_conf, option_text
 from sluice.spec import PipelineSpec, Trigger
@@ -76,9 +77,12 @@ def build_submit_plan(
     summary_file: Path,
     secret_env: dict[str, str] | None = None,
     airflow: dict[str, Any] | None = None,
+    request: RunRequest | None = None,
 ) -> SubmitPlan:
     """The spark-submit arguments of one run. ``secret_env`` (e.g. Kafka credentials from an Airflow
-    connection) goes into the process environment only: the hook neither logs it nor puts it in the command."""
+    connection) goes into the process environment only: the hook neither logs it nor puts it in the command.
+    ``request`` (validated by :func:`sluice.run_request.run_request`): the run's own rate limits and backfill
+    slice."""
     jobs = spark_jobs_dir()
     conf = {
         **default_spark_conf(),
@@ -91,6 +95,13 @@ def build_submit_plan(
         args.append("--dry-run")
     if reset:
         args.append("--reset-checkpoint")
+    if request is not None:
+        if request.max_files_per_trigger:
+            args += ["--max-files-per-trigger", str(request.max_files_per_trigger)]
+        if request.max_offsets_per_trigger:
+            args += ["--max-offsets-per-trigger", str(request.max_offsets_per_trigger)]
+        if request.backfill is not None:
+            args += request.backfill.args()
     if airflow:
         args += ["--airflow-dag-id", str(airflow["dag_id"]), "--airflow-run-id", str(airflow["dag_run_id"]),
                  "--airflow-try-number", str(airflow["try_number"])]
@@ -100,7 +111,7 @@ def build_submit_plan(
         application_args=args,
         conf=conf,
         jars=",".join(str(j) for j in settings.spark_jars()),
-        name=f"sluice-{spec.name}{'-dry-run' if dry_run else ''}",
+        name=f"sluice-{spec.name}{'-backfill' if request and request.backfill else ''}{'-dry-run' if dry_run else ''}",
         conn_id=settings.spark_conn_id,
         # the driver stops itself if this process (the launcher) is killed: no orphan writer
         env_vars={**spark_env(settings), LAUNCHER_ENV: launcher_token(), **(secret_env or {})},

@@ -40,6 +40,7 @@ def log_state(path: str) -> dict[str, Any] | None:
             "version": version,
             "properties": dict(checksum["metadata"].get("configuration") or {}),
             "num_files": int(checksum["numFiles"]),
+            "columns": [f["name"] for f in json.loads(checksum["metadata"]["schemaString"])["fields"]],
         }
     except (OSError, ValueError, KeyError, TypeError):
         return None
@@ -50,7 +51,8 @@ def commits_since(
     app_id: str | None = None,
 ) -> dict[int, dict[str, Any]]:
     """Commits made by the streaming query ``query_id`` after ``version`` (all, if None), by batch (epoch) id:
-    its streaming-sink commits, or the MERGE commits its foreachBatch made as transaction ``app_id``.
+    the writes and MERGEs its foreachBatch made as transaction ``app_id`` (and, in a table's history from
+    before sluice wrote every sink that way, Delta streaming-sink commits of ``query_id``).
 
     Each value holds the Delta ``version`` and the commit's ``output_rows`` (for a MERGE: rows inserted,
     updated and deleted). With ``latest`` (the table's current version) only the commits after ``version``
@@ -79,9 +81,11 @@ def commits_since(
                 "version": int(row["version"]),
                 "output_rows": int(metrics.get("numOutputRows", 0)),
             }
-        elif app_id and row["operation"] == "MERGE":
+        elif app_id:
             meta = _json_object(row["userMetadata"])
-            if meta.get("sluice_app_id") == app_id:
+            if meta.get("sluice_app_id") != app_id:
+                continue
+            if row["operation"] == "MERGE":
                 merge = {
                     "inserted": int(metrics.get("numTargetRowsInserted", 0)),
                     "updated": int(metrics.get("numTargetRowsUpdated", 0)),
@@ -90,7 +94,24 @@ def commits_since(
                 found[int(meta["batch_id"])] = {
                     "version": int(row["version"]), "output_rows": sum(merge.values()), "merge": merge,
                 }
+            else:  # WRITE: an append, or a complete-mode overwrite
+                found[int(meta["batch_id"])] = {
+                    "version": int(row["version"]), "output_rows": int(metrics.get("numOutputRows", 0)),
+                }
     return found
+
+
+def txn_version(path: str, app_id: str) -> int | None:
+    """The latest ``txnVersion`` the table committed for ``app_id`` (the idempotent writes' id), read with
+    delta-rs from a table on local disk; None if there is none or it cannot be read that way."""
+    if _local_log(path) is None:
+        return None
+    try:
+        from deltalake import DeltaTable as RustDeltaTable
+
+        return RustDeltaTable(path.removeprefix("file://").removeprefix("file:")).transaction_version(app_id)
+    except Exception:  # noqa: BLE001 - an optimisation only: without it the replay is read, and Delta skips its write
+        return None
 
 
 def _local_log(path: str) -> Path | None:

@@ -29,7 +29,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.types import StructField, StructType
 
 from sluice.settings import Settings
-from sluice.spec import _STATEFUL_SQL_RE, KafkaSource, PipelineSpec
+from sluice.spec import _STATEFUL_SQL_RE, RESCUED_COLUMN, KafkaSource, PipelineSpec
 from spark_jobs.delta_table import log_state
 
 PIPELINE_PROPERTY = "sluice.pipeline"
@@ -55,6 +55,23 @@ def has_progress(checkpoint: str) -> bool:
     """Whether the checkpoint has planned any batch (``offsets/<n>``)."""
     folder = Path(checkpoint) / "offsets"
     return folder.is_dir() and any(p.name.isdigit() for p in folder.iterdir())
+
+
+def pending_batch(checkpoint: str) -> int | None:
+    """The batch the checkpoint planned (``offsets/<n>``) but did not mark done (no ``commits/<n>``): the
+    one a restart runs again. None if there is none (or the checkpoint is not on a local path)."""
+    if "://" in checkpoint:
+        return None
+    root = Path(checkpoint)
+
+    def ids(name: str) -> list[int]:
+        folder = root / name
+        return sorted(int(p.name) for p in folder.iterdir() if p.name.isdigit()) if folder.is_dir() else []
+
+    planned, done = ids("offsets"), ids("commits")
+    if planned and (not done or planned[-1] > done[-1]):
+        return planned[-1]
+    return None
 
 
 def ensure_checkpoint_id(checkpoint: str) -> str:
@@ -145,11 +162,12 @@ def table_state(spark: SparkSession, path: str) -> dict[str, Any] | None:
     """The table's properties and file count; None if there is no Delta table there."""
     local = log_state(path)
     if local is not None:
-        return {"properties": local["properties"], "num_files": local["num_files"]}
+        return {"properties": local["properties"], "num_files": local["num_files"], "columns": local["columns"]}
     if not DeltaTable.isDeltaTable(spark, path):
         return None
     detail = DeltaTable.forPath(spark, path).detail().select("properties", "numFiles").first()
-    return {"properties": dict(detail["properties"] or {}), "num_files": int(detail["numFiles"] or 0)}
+    return {"properties": dict(detail["properties"] or {}), "num_files": int(detail["numFiles"] or 0),
+            "columns": spark.read.format("delta").load(path).columns}
 
 
 def _nullable(schema: StructType) -> StructType:
@@ -194,7 +212,7 @@ def check_sink(spark: SparkSession, spec: PipelineSpec, *, table: str, checkpoin
     state = table_state(spark, table)
     if state is None:
         return None
-    _refuse_foreign_table(spec, table, state)
+    refuse_foreign_table(spec, table, state)
     props, has_data = state["properties"], state["num_files"] > 0
     owner = props.get(PIPELINE_PROPERTY)
     recorded = props.get(CHECKPOINT_PROPERTY)
@@ -219,7 +237,7 @@ def check_sink(spark: SparkSession, spec: PipelineSpec, *, table: str, checkpoin
     return state
 
 
-def _refuse_foreign_table(spec: PipelineSpec, table: str, state: dict[str, Any] | None) -> None:
+def refuse_foreign_table(spec: PipelineSpec, table: str, state: dict[str, Any] | None) -> None:
     owner = (state or {}).get("properties", {}).get(PIPELINE_PROPERTY)
     if owner and owner != spec.name:
         raise GuardRefused(
@@ -229,6 +247,12 @@ def _refuse_foreign_table(spec: PipelineSpec, table: str, state: dict[str, Any] 
         )
 
 
+def empty_quarantine(spark: SparkSession, path: str) -> None:
+    """A reset re-reads the whole source: the bad records it meets again replace those set aside before."""
+    if table_state(spark, path) is not None:
+        DeltaTable.forPath(spark, path).delete()
+
+
 def prepare_sink(
     spark: SparkSession, spec: PipelineSpec, *, table: str, checkpoint: str, schema: StructType, reset: bool = False,
 ) -> tuple[str, str | None]:
@@ -236,7 +260,7 @@ def prepare_sink(
     return the checkpoint id the run will use and, for a reset, where the old checkpoint went."""
     if reset:
         state = table_state(spark, table)
-        _refuse_foreign_table(spec, table, state)
+        refuse_foreign_table(spec, table, state)
         aside = set_checkpoint_aside(checkpoint)
         cp_id = ensure_checkpoint_id(checkpoint)
         create_table(spark, table, schema, spec, cp_id, replace=state is not None)
@@ -245,7 +269,11 @@ def prepare_sink(
     cp_id = ensure_checkpoint_id(checkpoint)
     if state is None:
         create_table(spark, table, schema, spec, cp_id)
-    elif state["properties"].get(PIPELINE_PROPERTY) != spec.name or state["properties"].get(CHECKPOINT_PROPERTY) != cp_id:
-        # a table from before sluice recorded identities, or an empty one whose reset did not finish
-        set_identity(spark, table, spec, cp_id)
+    else:
+        if state["properties"].get(PIPELINE_PROPERTY) != spec.name or state["properties"].get(CHECKPOINT_PROPERTY) != cp_id:
+            # a table from before sluice recorded identities, or an empty one whose reset did not finish
+            set_identity(spark, table, spec, cp_id)
+        if RESCUED_COLUMN in schema.fieldNames() and RESCUED_COLUMN not in state["columns"]:
+            # a table from before sluice kept the fields a JSON record has beyond the schema
+            spark.sql(f"ALTER TABLE delta.`{_quote(table)}` ADD COLUMNS (`{RESCUED_COLUMN}` STRING)")
     return cp_id, None

@@ -4,8 +4,8 @@ Spark's Kafka source keeps the offsets of every micro-batch in the checkpoint (`
 reads exactly the records that arrived since the last committed batch. Each record becomes a row with
 the value's columns plus ``key``, ``topic``, ``partition``, ``offset``, ``timestamp``.
 
-A value that is not valid JSON for the declared schema is not dropped: its row keeps the value's text in
-``_raw_value`` (null for good records) with the parsed columns null.
+A value that is not valid JSON for the declared schema is a bad record (:mod:`spark_jobs.records`): it goes
+to the quarantine table with its text and ``topic/partition/offset``, never into the table as nulls.
 """
 
 from __future__ import annotations
@@ -19,10 +19,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from sluice.spark_conf import option_text
-from sluice.spec import RAW_VALUE_COLUMN, KafkaSource
+from sluice.spec import KafkaSource
 from sluice.submit import KAFKA_SECRET_ENV
-
-_CORRUPT = "_corrupt_record"
+from spark_jobs.records import json_columns, with_bad_columns
 
 
 class KafkaSourceError(RuntimeError):
@@ -53,7 +52,7 @@ def client_config(source: KafkaSource) -> dict[str, str]:
     return config
 
 
-def read_kafka_stream(spark: SparkSession, source: KafkaSource) -> DataFrame:
+def read_kafka_stream(spark: SparkSession, source: KafkaSource, *, rescue: bool = True) -> DataFrame:
     config = client_config(source)
     check_brokers_and_topics(spark, source, config)
     reader = spark.readStream.format("kafka")
@@ -75,10 +74,40 @@ def read_kafka_stream(spark: SparkSession, source: KafkaSource) -> DataFrame:
     for key, value in source.options.items():
         if not key.startswith("kafka."):
             reader = reader.option(key, option_text(value))
-    return records(reader.load(), source)
+    return records(reader.load(), source, rescue=rescue)
 
 
-def records(raw: DataFrame, source: KafkaSource) -> DataFrame:
+def read_kafka_slice(spark: SparkSession, source: KafkaSource, *, start, end, ending_offsets: dict,
+                     rescue: bool = True) -> DataFrame:
+    """A backfill's Kafka input, one batch: the records whose timestamp is in [start, end), up to
+    ``ending_offsets`` (what the stream has committed; later records are the next incremental run's).
+
+    Reads from the earliest retained offset and filters by timestamp: resolving offsets by timestamp
+    (``startingTimestamp``) would fail for a partition with no record after ``start``."""
+    config = client_config(source)
+    check_brokers_and_topics(spark, source, config)
+    reader = spark.read.format("kafka")
+    for key, value in config.items():
+        reader = reader.option(f"kafka.{key}", value)
+    if source.topics:
+        reader = reader.option("subscribe", ",".join(source.topics))
+    else:
+        reader = reader.option("subscribePattern", source.subscribe_pattern)
+    reader = (
+        reader.option("startingOffsets", "earliest")
+        .option("endingOffsets", json.dumps(ending_offsets))
+        .option("failOnDataLoss", str(source.fail_on_data_loss).lower())
+        .option("kafkaConsumer.pollTimeoutMs", str(source.timeout_seconds * 1000))
+        .option("fetchOffset.numRetries", "2")
+    )
+    for key, value in source.options.items():
+        if not key.startswith("kafka."):
+            reader = reader.option(key, option_text(value))
+    raw = reader.load().where((F.col("timestamp") >= F.lit(start)) & (F.col("timestamp") < F.lit(end)))
+    return records(raw, source, rescue=rescue)
+
+
+def records(raw: DataFrame, source: KafkaSource, *, rescue: bool = True) -> DataFrame:
     """Kafka's rows (binary key/value plus metadata) as the table's columns."""
     metadata = [
         F.col("key").cast("string").alias("key"),
@@ -90,19 +119,13 @@ def records(raw: DataFrame, source: KafkaSource) -> DataFrame:
     text = F.col("value").cast("string")
     if source.value.format == "string":
         return raw.select(text.alias("value"), *metadata)
-    schema = f"{source.value.schema_}, {_CORRUPT} STRING"
-    parsed = raw.select(
-        F.from_json(text, schema, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT}).alias("v"),
-        text.alias("_text"),
-        *metadata,
-    )
-    fields = [c for c in parsed.select("v.*").columns if c != _CORRUPT]
-    bad = F.col(f"v.{_CORRUPT}").isNotNull() | (F.col("_text").isNotNull() & F.col("v").isNull())
-    return parsed.select(
-        *[F.col(f"v.{c}").alias(c) for c in fields],
-        *["key", "topic", "partition", "offset", "timestamp"],
-        F.when(bad, F.col("_text")).alias(RAW_VALUE_COLUMN),
-    )
+    options = {k: option_text(v) for k, v in source.options.items() if not k.startswith("kafka.")}
+    columns, error = json_columns(text, source.value.schema_, options, rescue=rescue)
+    # a record without a value (a tombstone) is no JSON object either: it is a bad record too
+    error = F.when(text.isNull(), F.lit("the record has no value (null)")).otherwise(error)
+    origin = F.concat_ws("/", F.col("topic"), F.col("partition").cast("string"), F.col("offset").cast("string"))
+    declared, rescued = (columns[:-1], columns[-1:]) if rescue else (columns, [])
+    return with_bad_columns(raw, [*declared, *metadata, *rescued], error, text, origin)
 
 
 def check_brokers_and_topics(spark: SparkSession, source: KafkaSource, config: dict[str, str]) -> None:

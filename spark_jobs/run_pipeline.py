@@ -2,6 +2,8 @@
 
     spark-submit ... spark_jobs/run_pipeline.py --spec SPEC.yaml [--trigger once] [--dry-run]
                  [--reset-checkpoint] [--run-id ID] [--summary-file PATH]
+                 [--max-files-per-trigger N] [--max-offsets-per-trigger N]
+                 [--backfill-start ISO --backfill-end ISO]
                  [--airflow-dag-id D --airflow-run-id R --airflow-try-number N]
 
 The JSON run summary is the LAST line of stdout (and is written to --summary-file when given, which is
@@ -36,6 +38,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--airflow-dag-id", help="the Airflow ids of the task running this (for the ledger)")
     parser.add_argument("--airflow-run-id")
     parser.add_argument("--airflow-try-number", type=int)
+    parser.add_argument("--max-files-per-trigger", type=int, help="override the spec's source.max_files_per_trigger")
+    parser.add_argument("--max-offsets-per-trigger", type=int,
+                        help="override the spec's source.max_offsets_per_trigger")
+    parser.add_argument("--backfill-start", help="rebuild the slice [start, end) (ISO timestamps) of the table")
+    parser.add_argument("--backfill-end")
     return parser.parse_args(argv)
 
 
@@ -55,8 +62,18 @@ def main(argv: list[str] | None = None) -> int:
     if args.airflow_dag_id:
         airflow = {"dag_id": args.airflow_dag_id, "dag_run_id": args.airflow_run_id,
                    "try_number": args.airflow_try_number}
+    limits = {"max_files_per_trigger": args.max_files_per_trigger,
+              "max_offsets_per_trigger": args.max_offsets_per_trigger}
+    limits = {key: value for key, value in limits.items() if value is not None and key in type(spec.source).model_fields}
+    if limits:  # a run's own rate limit (the DAG's params, sluice run's options) over the spec's
+        spec = spec.model_copy(update={"source": spec.source.model_copy(update=limits)})
+    backfill = None
+    if args.backfill_start or args.backfill_end:
+        from sluice.run_request import BackfillSlice
+
+        backfill = BackfillSlice.from_args(args.backfill_start, args.backfill_end)
     options = RunOptions(trigger=args.trigger or spec.trigger, dry_run=args.dry_run, run_id=args.run_id,
-                         reset=args.reset_checkpoint, airflow=airflow)
+                         reset=args.reset_checkpoint, airflow=airflow, backfill=backfill)
     watch_launcher()
     mark = time.monotonic()
     spark = get_session(app_name=f"sluice-{spec.name}")

@@ -14,15 +14,18 @@ from pyspark.sql import SparkSession
 
 from sluice.ledger import append_run
 from sluice.lock import PipelineBusy, driver_lock
+from sluice.run_request import BackfillSlice
 from sluice.settings import Settings
-from sluice.spec import KafkaSource, PipelineSpec, Trigger
+from sluice.spec import RESCUED_COLUMN, DeltaSource, KafkaSource, PipelineSpec, Trigger
 from spark_jobs import guards
-from spark_jobs.delta_table import as_json, commits_since, current_version
+from spark_jobs.batch_writer import BatchWriter, Target
+from spark_jobs.delta_table import as_json, commits_since, current_version, txn_version
 from spark_jobs.kafka_source import explain_failure
 from spark_jobs.progress import ProgressCollector, batches_of, files_of_batch
-from spark_jobs.sink import merge_app_id, start_write
-from spark_jobs.source import read_stream
-from spark_jobs.transform import apply_transform
+from spark_jobs.records import good_rows
+from spark_jobs.sink import output_mode, start_write, txn_app_id
+from spark_jobs.source import explain_delta_failure, read_stream
+from spark_jobs.transform import apply_transform, register_tables
 
 DRY_RUN_PREFIX = "sluice-dry-run-"
 
@@ -37,9 +40,13 @@ class RunOptions:
     airflow: dict[str, Any] | None = None
     """``dag_id``, ``dag_run_id``, ``try_number`` of the Airflow task running this, for the ledger."""
     write_ledger: bool = True
+    backfill: BackfillSlice | None = None
+    """Rebuild this slice of the table (:mod:`spark_jobs.backfill`) instead of running the stream."""
 
     @property
     def mode(self) -> str:
+        if self.backfill is not None:
+            return "backfill"
         return "dry_run" if self.dry_run else "reset" if self.reset else "incremental"
 
 
@@ -81,6 +88,14 @@ def run_pipeline(spark: SparkSession, spec: PipelineSpec, settings: Settings, op
         "delta_version_after": None,
         "micro_batches": [],
         "skipped_batches": [],
+        # data quality (spark_jobs.batch_writer): records that did not parse or fit the schema, and where
+        # they went; fields beyond the schema kept in _rescued; expectation counts
+        "bad_records": 0,
+        "quarantined_rows": 0,
+        "dropped_rows": 0,
+        "rescued_rows": 0,
+        "expectations": {},
+        "quarantine": spec.quarantine_table_path(settings),
         "airflow": options.airflow,
         "refused": False,
         "error": None,
@@ -92,7 +107,12 @@ def run_pipeline(spark: SparkSession, spec: PipelineSpec, settings: Settings, op
     try:
         if scratch is None:
             lock = driver_lock(settings.checkpoint_root, spec.name, _holder(options)).acquire()
-        _run_query(spark, spec, settings, options, summary, table, checkpoint, scratch)
+        if options.backfill is not None:
+            from spark_jobs.backfill import run_backfill
+
+            run_backfill(spark, spec, settings, options, summary, table, checkpoint, scratch)
+        else:
+            _run_query(spark, spec, settings, options, summary, table, checkpoint, scratch)
     except (PipelineBusy, guards.GuardRefused) as refused:
         summary["error"], summary["refused"] = f"refused: {refused}", True
     finally:
@@ -117,49 +137,134 @@ def run_pipeline(spark: SparkSession, spec: PipelineSpec, settings: Settings, op
     return summary
 
 
+class ExpectationError(ValueError):
+    """An expectation's rule cannot be evaluated over the transformed rows."""
+
+
+def _output(spark: SparkSession, spec: PipelineSpec, source):
+    """The query's streaming DataFrame, whether the transform runs per batch (stateless) or in the query
+    (stateful), and the schema of the rows the sink gets."""
+    clean = good_rows(source)
+    if spec.is_stateful():
+        query_df = apply_transform(clean, spec.transform)
+        if "_metadata" in query_df.columns:
+            query_df = query_df.drop("_metadata")
+        out = query_df
+    else:
+        query_df = source
+        out = apply_transform(clean, spec.transform)
+        if "_metadata" in out.columns:
+            out = out.drop("_metadata")
+    if spec.schema_evolution == "add_columns" and RESCUED_COLUMN in out.columns:
+        out = out.drop(RESCUED_COLUMN)
+    for expectation in spec.expectations:
+        try:
+            out.selectExpr(f"CAST(({expectation.rule}) AS BOOLEAN)").schema  # noqa: B018 - analysis only
+        except Exception as err:  # noqa: BLE001 - AnalysisException / ParseException
+            raise ExpectationError(
+                f"expectations.{expectation.name}.rule: {expectation.rule!r} is not a Spark SQL boolean over the "
+                f"transformed row (columns: {', '.join(out.columns)}): {describe_error(err)}"
+            ) from None
+    return query_df, spec.is_stateful(), out.schema
+
+
 def _run_query(spark, spec, settings, options, summary, table, checkpoint, scratch) -> None:
     target_table, target_checkpoint = table, checkpoint
     collector = ProgressCollector(query_name=spec.name)
-    query = None
+    query = writer = None
     phases, mark = summary["phases_s"], time.monotonic()
     spark.streams.addListener(collector)
     try:
-        df = apply_transform(read_stream(spark, spec, settings), spec.transform)
+        source = read_stream(spark, spec, settings)
+        register_tables(spark, spec.transform, settings)
+        query_df, stateful, schema = _output(spark, spec, source)
+        quarantine = summary["quarantine"]
         if scratch is None:
             if not options.reset:
                 guards.check_spec_fits(spec, settings, checkpoint)
             cp_id, aside = guards.prepare_sink(
-                spark, spec, table=table, checkpoint=checkpoint, schema=df.schema, reset=options.reset
+                spark, spec, table=table, checkpoint=checkpoint, schema=schema, reset=options.reset
             )
             if aside:
                 summary["replaced_checkpoint"] = aside
+            if options.reset:
+                guards.empty_quarantine(spark, quarantine)
         else:
             target_table, target_checkpoint = str(scratch / "table"), str(scratch / "checkpoint")
+            quarantine = str(scratch / "quarantine")
             cp_id = _prepare_dry_run(spark, spec, settings, options, table, checkpoint, target_table,
-                                     target_checkpoint, df.schema)
+                                     target_checkpoint, schema)
         guards.record_spec(spec, settings, target_checkpoint)
         summary["checkpoint_id"] = cp_id
+        target = Target(table=target_table, quarantine=quarantine, app_id=txn_app_id(spec.name, cp_id),
+                        run_id=options.run_id, checkpoint=target_checkpoint)
         phases["prepare"], mark = round(time.monotonic() - mark, 3), time.monotonic()
+        if stateful and spec.parses_records():
+            # an aggregation's output rows are not input records: a companion query, with its own checkpoint
+            # inside the pipeline's, sets the source's bad records aside (before the main query, so that
+            # on_bad_records: fail stops the run before the table changes)
+            companion = BatchWriter(spec, _bad_target(target), transform=False, bad_only=True)
+            writer = companion
+            bad_query = start_write(
+                source, batch_function=companion, checkpoint=f"{target_checkpoint}/{BAD_RECORDS_CHECKPOINT}",
+                trigger=options.trigger, query_name=f"{spec.name}_bad_records", mode="append",
+            )
+            bad_query.awaitTermination()
+            summary["bad_records_query"] = {"batches": len(companion.stats), **_totals(companion.stats.values())}
+        # a batch planned but not marked done in the checkpoint, whose transaction the table already has
+        # (a crash between the two commits): skip it without reading its input
+        committed = _committed_replay(target_checkpoint, target_table, target.app_id)
+        writer = BatchWriter(spec, target, transform=not stateful, skip_batches=committed)
         query = start_write(
-            df, spec, table_path=target_table, checkpoint=target_checkpoint,
-            trigger=options.trigger, query_name=spec.name, checkpoint_id=cp_id,
+            query_df, batch_function=writer, checkpoint=target_checkpoint, trigger=options.trigger,
+            query_name=spec.name, mode=output_mode(spec),
         )
         query.awaitTermination()  # raises StreamingQueryException if the query failed
     except (PipelineBusy, guards.GuardRefused):
         raise
     except Exception as err:  # noqa: BLE001 - every failure becomes the summary's error, raised by the caller
-        summary["error"] = describe_error(err)
+        failure = writer.failure if writer is not None else None  # the batch's own error, not Spark's wrapper
+        summary["error"] = describe_error(failure or err)
         if isinstance(spec.source, KafkaSource):
             summary["error"] = explain_failure(spec.source, summary["error"])
+        elif isinstance(spec.source, DeltaSource):
+            summary["error"] = explain_delta_failure(spec, summary["error"])
     finally:
         spark.streams.removeListener(collector)
         if query is not None:
             phases["query"], mark = round(time.monotonic() - mark, 3), time.monotonic()
     summary["delta_version_after"] = current_version(spark, table)
     if query is not None:
-        app_id = merge_app_id(spec.name, summary["checkpoint_id"]) if spec.sink.mode == "merge" else None
-        _fill_batches(spark, summary, collector, query, target_table, target_checkpoint, spec, app_id)
+        _fill_batches(spark, summary, collector, query, target_table, target_checkpoint, spec,
+                      txn_app_id(spec.name, summary["checkpoint_id"]), writer.stats)
         phases["report"] = round(time.monotonic() - mark, 3)
+    for key, value in _totals([s for s in (summary.get("bad_records_query") or {},)]).items():
+        summary[key] += value
+
+
+def _committed_replay(checkpoint: str, table: str, app_id: str) -> set[int]:
+    pending = guards.pending_batch(checkpoint)
+    if pending is None:
+        return set()
+    version = txn_version(table, app_id)
+    return {pending} if version is not None and version >= pending else set()
+
+
+BAD_RECORDS_CHECKPOINT = "bad_records"
+_COUNTS = ("bad_records", "quarantined_rows", "dropped_rows", "rescued_rows")
+
+
+def _bad_target(target: Target) -> Target:
+    return Target(table=target.table, quarantine=target.quarantine, app_id=f"{target.app_id}-bad-records",
+                  run_id=target.run_id, checkpoint=target.checkpoint)
+
+
+def _totals(stats) -> dict[str, int]:
+    totals = dict.fromkeys(_COUNTS, 0)
+    for entry in stats:
+        for key in _COUNTS:
+            totals[key] += int(entry.get(key) or 0)
+    return totals
 
 
 def _prepare_dry_run(spark, spec, settings, options, table, checkpoint, target_table, target_checkpoint, schema) -> str:
@@ -189,7 +294,7 @@ def _iso(epoch: float) -> str:
     return datetime.fromtimestamp(epoch, timezone.utc).isoformat(timespec="seconds")
 
 
-def _fill_batches(spark, summary, collector, query, target_table, target_checkpoint, spec, app_id) -> None:
+def _fill_batches(spark, summary, collector, query, target_table, target_checkpoint, spec, app_id, stats) -> None:
     reports = batches_of(collector.reports, list(query.recentProgress))
     query_id = str(query.id)
     before = None if summary["dry_run"] else summary["delta_version_before"]
@@ -224,9 +329,12 @@ def _fill_batches(spark, summary, collector, query, target_table, target_checkpo
             # None: no commit by this run; see replay_of_version
             "delta_version": commit["version"] if commit and not replayed else None,
             "output_rows": commit["output_rows"] if commit and not replayed else 0,
-            **({"merge": commit.get("merge") if commit and not replayed else None} if app_id else {}),
+            **({"merge": commit.get("merge") if commit and not replayed else None} if spec.sink.mode == "merge" else {}),
             # a batch re-run after a crash that Delta had committed already (in this version) and skipped
             "replay_of_version": commit["version"] if replayed else None,
+            **{key: (stats.get(batch_id) or {}).get(key, 0) for key in _COUNTS},
+            **({"expectations": stats[batch_id]["expectations"]} if "expectations" in stats.get(batch_id, {}) else {}),
+            **({"added_columns": stats[batch_id]["added_columns"]} if stats.get(batch_id, {}).get("added_columns") else {}),
             "duration_ms": report.get("durationMs", {}),
             "watermark": report.get("eventTime", {}).get("watermark"),
             "sources": sources,
@@ -236,11 +344,33 @@ def _fill_batches(spark, summary, collector, query, target_table, target_checkpo
     summary["input_rows"] = sum(b["input_rows"] for b in batches)
     summary["output_rows"] = sum(b["output_rows"] for b in batches)
     summary["skipped_batches"] = [b["batch_id"] for b in batches if b["replay_of_version"] is not None]
+    written = [b for b in batches if b["replay_of_version"] is None]  # a replay Delta skipped wrote nothing
+    for key, value in _totals(written).items():
+        summary[key] = value
+    expectations: dict[str, dict[str, Any]] = {}
+    for batch in written:
+        for name, entry in (batch.get("expectations") or {}).items():
+            total = expectations.setdefault(name, {**entry, "violations": 0})
+            total["violations"] += entry["violations"]
+    summary["expectations"] = expectations
+    added = sorted({c for b in written for c in b.get("added_columns", [])})
+    if added:
+        summary["added_columns"] = added
 
 
 def describe_error(err: BaseException) -> str:
     """The error's first line, and its root cause's when that is another one: Spark wraps the cause
     (a Kafka data-loss check, a schema mismatch) in generic "task failed" / "query terminated" errors."""
+    java = getattr(err, "java_exception", None)
+    if java is not None:
+        # a Py4JJavaError (a failed Spark action inside a micro-batch): its str() is only "An error occurred
+        # while calling o123.collectToPython"; the JVM exception and its root cause say what went wrong
+        headline = _first_line(str(java.toString())) or type(err).__name__
+        root = java
+        while root.getCause() is not None:
+            root = root.getCause()
+        message = " ".join(str(root.toString()).split())
+        return headline if message in headline else f"{headline} Caused by: {message}"
     headline = _first_line(getattr(err, "desc", None) or str(err)) or type(err).__name__
     root, cause = None, getattr(err, "_cause", None)
     while cause is not None:

@@ -20,11 +20,18 @@ def show_table(spec: PipelineSpec, settings: Settings, limit: int = 20) -> None:
         table = spark.read.format("delta").load(path)
         print(f"== {spec.name}: Delta table {path} ({table.count()} rows)")
         history = DeltaTable.forPath(spark, path).history().selectExpr(
-            "version", "timestamp", "operation", "operationParameters.outputMode AS mode",
-            "operationParameters.epochId AS batch", "operationMetrics.numOutputRows AS rows_written",
+            "version", "timestamp", "operation", "operationParameters.mode AS mode",
+            "coalesce(get_json_object(userMetadata, '$.batch_id'), operationParameters.epochId) AS batch",
+            "coalesce(operationMetrics.numOutputRows, operationMetrics.numTargetRowsInserted) AS rows_written",
         ).orderBy("version")
         history.show(truncate=False)
         order = [c for c in ("id", "ts", "window", "word") if c in table.columns] or table.columns[:1]
         table.orderBy(*order).show(limit, truncate=False)
+        quarantine = spec.quarantine_table_path(settings)
+        if DeltaTable.isDeltaTable(spark, quarantine):
+            bad = spark.read.format("delta").load(quarantine)
+            print(f"== {spec.name}: quarantine {quarantine} ({bad.count()} rows: records that did not parse or "
+                  "fit the schema, and rows an expectation set aside)")
+            bad.orderBy("batch_id", "source").select("batch_id", "source", "raw", "error").show(limit, truncate=60)
     finally:
         spark.stop()

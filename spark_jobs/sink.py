@@ -1,17 +1,19 @@
-"""The Delta sink: one streaming write per pipeline, with its own checkpoint.
+"""The Delta sink: every micro-batch is written by :class:`spark_jobs.batch_writer.BatchWriter` (foreachBatch),
+to the sink table and, for bad rows, to the quarantine table -- two writes of one exactly-once batch.
 
-``append`` and ``complete`` use Delta's streaming sink, which commits each micro-batch with the query id
-and batch id as an idempotent transaction, so a batch replayed after a crash is skipped:
+Each write is an idempotent Delta transaction: ``txnAppId`` = the pipeline's id for this checkpoint,
+``txnVersion`` = the batch id. Delta skips a write whose transaction it has already committed, so a batch
+replayed after a crash (written to the table, not yet marked done in the checkpoint) duplicates nothing:
 https://docs.delta.io/latest/delta-streaming.html#idempotent-table-writes-in-foreachbatch
 
-``merge`` upserts each micro-batch with foreachBatch + MERGE, made idempotent the same way: the MERGE is
-committed with Delta's transaction options (``txnAppId`` = the pipeline's id, ``txnVersion`` = the batch
-id), so Delta skips a batch it has already committed.
+``append`` appends the batch's rows; ``complete`` overwrites the table with a stateful query's whole
+result; ``merge`` upserts by the sink's keys (Delta MERGE), the latest ``order_by`` winning.
 """
 
 from __future__ import annotations
 
 import json
+from typing import Callable
 
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
@@ -22,71 +24,114 @@ from sluice.spec import PipelineSpec, Sink, Trigger
 TXN_APP_ID_CONF = "spark.databricks.delta.write.txnAppId"
 TXN_VERSION_CONF = "spark.databricks.delta.write.txnVersion"
 USER_METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
+AUTO_MERGE_CONF = "spark.databricks.delta.schema.autoMerge.enabled"
 
 
-def merge_app_id(pipeline: str, checkpoint_id: str) -> str:
-    """The transaction id of a merge pipeline's commits. It changes with the checkpoint: a reset
-    pipeline restarts its batch ids at 0, which must not look like batches already committed."""
+def txn_app_id(pipeline: str, checkpoint_id: str) -> str:
+    """The transaction id of a pipeline's commits. It changes with the checkpoint: a reset pipeline
+    restarts its batch ids at 0, which must not look like batches already committed."""
     return f"sluice-{pipeline}-{checkpoint_id}"
 
 
+merge_app_id = txn_app_id
+
+
+def output_mode(spec: PipelineSpec) -> str:
+    # update: a stateful query hands over the rows that changed; a stateless one, every new row
+    return "update" if spec.sink.mode == "merge" else spec.sink.mode
+
+
 def start_write(
-    df: DataFrame, spec: PipelineSpec, *, table_path: str, checkpoint: str, trigger: Trigger, query_name: str,
-    checkpoint_id: str,
+    df: DataFrame, *, batch_function: Callable[[DataFrame, int], None], checkpoint: str, trigger: Trigger,
+    query_name: str, mode: str,
 ) -> StreamingQuery:
     """Start the one-shot query."""
     writer = df.writeStream.option("checkpointLocation", checkpoint).queryName(query_name)
-    if spec.sink.mode == "merge":
-        upsert = MergeBatch(spec.sink, table_path, app_id=merge_app_id(spec.name, checkpoint_id))
-        # update: a stateful query hands over the rows that changed; a stateless one, every new row
-        writer = writer.outputMode("update").foreachBatch(upsert)
-    else:
-        writer = writer.format("delta").outputMode(spec.sink.mode)
-        if spec.sink.partition_by:
-            writer = writer.partitionBy(*spec.sink.partition_by)
+    writer = writer.outputMode(mode).foreachBatch(batch_function)
     # AvailableNow processes everything present at start (in several batches if rate-limited) and runs
     # the no-data batch that lets a watermark emit finished windows; Once runs one batch and no no-data batch.
     writer = writer.trigger(availableNow=True) if trigger == "available_now" else writer.trigger(once=True)
-    return writer.start() if spec.sink.mode == "merge" else writer.start(table_path)
+    return writer.start()
 
 
-class MergeBatch:
-    """foreachBatch function: upsert one micro-batch into the table by the sink's keys."""
+def _metadata(app_id: str, batch_id: int) -> str:
+    return json.dumps({"sluice_app_id": app_id, "batch_id": batch_id})
 
-    def __init__(self, sink: Sink, table_path: str, *, app_id: str):
-        self.sink = sink
-        self.table_path = table_path
-        self.app_id = app_id
 
-    def __call__(self, batch: DataFrame, batch_id: int) -> None:
-        from delta.tables import DeltaTable
+def write_rows(rows: DataFrame, path: str, *, app_id: str | None, batch_id: int, overwrite: bool = False,
+               partition_by: list[str] | None = None, merge_schema: bool = False,
+               replace_where: str | None = None, user_metadata: dict | None = None) -> None:
+    """Append (or overwrite with) ``rows`` as the idempotent transaction (app_id, batch_id).
 
-        spark = batch.sparkSession
-        rows = latest_per_key(batch, self.sink)
-        target = DeltaTable.forPath(spark, self.table_path)
-        keys = " AND ".join(f"t.`{k}` <=> s.`{k}`" for k in self.sink.keys)
-        order = self.sink.order_by
-        # the incoming row wins unless it is older; a table row without an order value is always replaced
-        newer = f"(s.`{order}` >= t.`{order}` OR t.`{order}` IS NULL)" if order else None
-        columns = _columns(batch)
-        merge = target.alias("t").merge(rows.alias("s"), keys)
-        if self.sink.delete_when:
-            deleted = f"s.`{DELETE_FLAG}`"
-            merge = merge.whenMatchedDelete(_all(deleted, newer))
-            merge = merge.whenMatchedUpdate(_all(f"NOT {deleted}", newer), set=columns)
-            merge = merge.whenNotMatchedInsert(f"NOT {deleted}", values=columns)
-        else:
-            merge = merge.whenMatchedUpdate(newer, set=columns)
-            merge = merge.whenNotMatchedInsert(values=columns)
-        conf = spark.conf
-        conf.set(TXN_APP_ID_CONF, self.app_id)
-        conf.set(TXN_VERSION_CONF, str(batch_id))
-        conf.set(USER_METADATA_CONF, json.dumps({"sluice_app_id": self.app_id, "batch_id": batch_id}))
-        try:
-            merge.execute()
-        finally:
-            for key in (TXN_APP_ID_CONF, TXN_VERSION_CONF, USER_METADATA_CONF):
-                conf.unset(key)
+    ``replace_where`` (a backfill): overwrite only the rows matching this predicate (Delta replaceWhere),
+    as a plain transaction: a backfill is idempotent by what it replaces, not by a transaction id."""
+    writer = rows.write.format("delta").mode("overwrite" if overwrite or replace_where else "append")
+    if app_id is not None:
+        writer = writer.option("txnAppId", app_id).option("txnVersion", str(batch_id))
+        writer = writer.option("userMetadata", _metadata(app_id, batch_id))
+    elif user_metadata:
+        writer = writer.option("userMetadata", json.dumps(user_metadata))
+    if replace_where:
+        writer = writer.option("replaceWhere", replace_where)
+    if merge_schema:
+        writer = writer.option("mergeSchema", "true")
+    if partition_by:
+        writer = writer.partitionBy(*partition_by)
+    writer.save(path)
+
+
+def write_sink(rows: DataFrame, sink: Sink, path: str, *, app_id: str | None, batch_id: int, merge_schema: bool,
+               replace_where: str | None = None, user_metadata: dict | None = None) -> None:
+    if replace_where:
+        # a backfill replaces the slice's rows with what its input gives: for a merge sink, the latest row
+        # of each key, deletions left out
+        if sink.mode == "merge":
+            rows = latest_per_key(rows, sink)
+            if sink.delete_when:
+                rows = rows.where(~F.col(DELETE_FLAG)).drop(DELETE_FLAG)
+        write_rows(rows, path, app_id=None, batch_id=batch_id, partition_by=sink.partition_by,
+                   merge_schema=merge_schema, replace_where=replace_where, user_metadata=user_metadata)
+    elif sink.mode == "merge":
+        merge_rows(rows, sink, path, app_id=app_id, batch_id=batch_id, merge_schema=merge_schema)
+    else:
+        write_rows(rows, path, app_id=app_id, batch_id=batch_id, overwrite=sink.mode == "complete",
+                   partition_by=sink.partition_by, merge_schema=merge_schema)
+
+
+def merge_rows(batch: DataFrame, sink: Sink, table_path: str, *, app_id: str, batch_id: int,
+               merge_schema: bool = False) -> None:
+    """Upsert one micro-batch into the table by the sink's keys, as the idempotent transaction."""
+    from delta.tables import DeltaTable
+
+    spark = batch.sparkSession
+    rows = latest_per_key(batch, sink)
+    target = DeltaTable.forPath(spark, table_path)
+    keys = " AND ".join(f"t.`{k}` <=> s.`{k}`" for k in sink.keys)
+    order = sink.order_by
+    # the incoming row wins unless it is older; a table row without an order value is always replaced
+    newer = f"(s.`{order}` >= t.`{order}` OR t.`{order}` IS NULL)" if order else None
+    columns = _columns(batch)
+    merge = target.alias("t").merge(rows.alias("s"), keys)
+    if sink.delete_when:
+        deleted = f"s.`{DELETE_FLAG}`"
+        merge = merge.whenMatchedDelete(_all(deleted, newer))
+        merge = merge.whenMatchedUpdate(_all(f"NOT {deleted}", newer), set=columns)
+        merge = merge.whenNotMatchedInsert(f"NOT {deleted}", values=columns)
+    else:
+        merge = merge.whenMatchedUpdate(newer, set=columns)
+        merge = merge.whenNotMatchedInsert(values=columns)
+    conf = spark.conf
+    settings = {TXN_APP_ID_CONF: app_id, TXN_VERSION_CONF: str(batch_id), USER_METADATA_CONF: _metadata(app_id, batch_id)}
+    if merge_schema:
+        settings[AUTO_MERGE_CONF] = "true"
+    before = {key: conf.get(key, None) for key in settings}
+    for key, value in settings.items():
+        conf.set(key, value)
+    try:
+        merge.execute()
+    finally:
+        for key, value in before.items():
+            conf.unset(key) if value is None else conf.set(key, value)
 
 
 DELETE_FLAG = "__sluice_delete"

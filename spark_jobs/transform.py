@@ -1,21 +1,53 @@
-"""The transform: a pure function of the input DataFrame (watermark, then the spec's SQL)."""
+"""The transform: a pure function of the input DataFrame (watermark, dedupe, then the spec's SQL)."""
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame
+from pathlib import Path
 
+from pyspark.sql import DataFrame, SparkSession
+
+from sluice.settings import Settings
+from sluice.spark_conf import option_text
 from sluice.spec import Transform
 
 SOURCE_VIEW = "source"
 
 
 def apply_transform(df: DataFrame, transform: Transform | None) -> DataFrame:
-    """Apply ``transform`` to ``df``; the SQL reads ``df`` as the temp view ``source``."""
+    """Apply ``transform`` to ``df``; the SQL reads ``df`` as the temp view ``source`` (and the reference
+    tables registered by :func:`register_tables`)."""
     if transform is None:
         return df
     if transform.watermark is not None:
         df = df.withWatermark(transform.watermark.column, transform.watermark.delay)
+    if transform.dedupe:
+        # state is kept for the watermark's delay only: a duplicate arriving later than that gets through
+        # https://spark.apache.org/docs/latest/streaming/apis-on-dataframes-and-datasets.html#streaming-deduplication
+        df = df.dropDuplicatesWithinWatermark(transform.dedupe)
     if transform.sql:
         df.createOrReplaceTempView(SOURCE_VIEW)
         df = df.sparkSession.sql(transform.sql)
     return df
+
+
+class ReferenceTableError(RuntimeError):
+    """A reference table of ``transform.tables`` cannot be read."""
+
+
+def register_tables(spark: SparkSession, transform: Transform | None, settings: Settings) -> None:
+    """Read each reference table once and register it as a temp view for the transform's SQL."""
+    if transform is None:
+        return
+    for name, table in transform.tables.items():
+        path = table.path if ("://" in table.path or Path(table.path).is_absolute()) else str(settings.home / table.path)
+        if "://" not in path and not Path(path).exists():
+            raise ReferenceTableError(
+                f"transform.tables.{name}.path: {path} does not exist (relative paths start at the project folder "
+                f"{settings.home}, env SLUICE_HOME)"
+            )
+        reader = spark.read.format(table.format)
+        if table.schema_:
+            reader = reader.schema(table.schema_)
+        for key, value in table.options.items():
+            reader = reader.option(key, option_text(value))
+        reader.load(path).createOrReplaceTempView(name)

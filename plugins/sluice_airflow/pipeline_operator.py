@@ -11,10 +11,12 @@ from pathlib import Path
 from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-from airflow.sdk.exceptions import AirflowException
+from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from sluice.lock import PipelineBusy, run_lock
 from sluice.process import kill_tree
+from sluice.quality import quality_warnings
+from sluice.run_request import RunRequestError, run_request
 from sluice.settings import load_settings
 from sluice.spec import load_spec
 from sluice.submit import build_submit_plan, spark_jobs_dir
@@ -31,7 +33,29 @@ def is_dry_run() -> bool:
     return os.environ.get("AIRFLOW_TEST_MODE", "").lower() == "true"
 
 
-RUN_MODES = ("incremental", "dry_run", "reset")
+class InvalidRunRequest(AirflowFailException):
+    """The run's params do not fit together or the spec; failed at once, without retries."""
+
+
+def backfill_interval(context: Any):
+    """The data interval of an Airflow backfill run (``airflow backfill create``, the UI's backfill
+    dialog): the slice it rebuilds. None for any other run."""
+    dag_run = context.get("dag_run")
+    run_type = getattr(getattr(dag_run, "run_type", None), "value", getattr(dag_run, "run_type", None))
+    if run_type != "backfill":
+        return None
+    start, end = context.get("data_interval_start"), context.get("data_interval_end")
+    if start is None or end is None:
+        raise InvalidRunRequest("this backfill run has no data interval: give the DAG a schedule (e.g. @daily)")
+    return start, end
+
+
+def table_changed(summary: dict[str, Any]) -> bool:
+    """Whether the run committed anything to the sink table (a dry run never does)."""
+    if summary.get("dry_run"):
+        return False
+    before, after = summary.get("delta_version_before"), summary.get("delta_version_after")
+    return after is not None and after != before and bool(summary.get("output_rows") or summary.get("mode") != "incremental")
 
 
 class SluicePipelineOperator(SparkSubmitOperator):
@@ -59,20 +83,26 @@ class SluicePipelineOperator(SparkSubmitOperator):
         settings = load_settings()
         spec = load_spec(self.spec_path)
         params = context.get("params") or {}
-        mode = params.get("mode") or "incremental"
-        if mode not in RUN_MODES:
-            raise SluiceRunFailed(f"param mode: {mode!r} is not allowed; use one of: {', '.join(RUN_MODES)}")
-        dry_run = is_dry_run() or mode == "dry_run"
-        reset = mode == "reset" and not dry_run
+        try:
+            request = run_request(
+                spec, mode=params.get("mode"), trigger=self.trigger or params.get("trigger"),
+                max_files_per_trigger=params.get("max_files_per_trigger"),
+                max_offsets_per_trigger=params.get("max_offsets_per_trigger"),
+                backfill_from=params.get("backfill_from"), backfill_to=params.get("backfill_to"),
+                test_mode=is_dry_run(), backfill_interval=backfill_interval(context),
+            )
+        except RunRequestError as err:
+            raise InvalidRunRequest(f"{spec.name}: {err}") from None
+        dry_run, reset = request.dry_run, request.reset
         ti = context["ti"]
         airflow = {"dag_id": ti.dag_id, "dag_run_id": context["run_id"], "try_number": ti.try_number}
         run_id = f"{context['run_id']}#{ti.try_number}"
         lock = run_lock(settings.checkpoint_root, spec.name, airflow, dry_run=dry_run)
         with tempfile.TemporaryDirectory(prefix="sluice-run-") as tmp:
             plan = build_submit_plan(
-                self.spec_path, spec, settings, trigger=self.trigger or params.get("trigger") or None,
-                dry_run=dry_run, reset=reset, run_id=run_id, summary_file=Path(tmp) / "summary.json",
-                secret_env=kafka_secret_env(spec), airflow=airflow,
+                self.spec_path, spec, settings, trigger=request.trigger, dry_run=dry_run, reset=reset,
+                run_id=run_id, summary_file=Path(tmp) / "summary.json", secret_env=kafka_secret_env(spec),
+                airflow=airflow, request=request,
             )
             require_spark_connection(plan.conn_id)
             self.application = plan.application
@@ -82,6 +112,9 @@ class SluicePipelineOperator(SparkSubmitOperator):
             self.name = plan.name
             self.env_vars = plan.env_vars
             self._conn_id = plan.conn_id
+            if request.backfill is not None:
+                self.log.info("backfill of %s: rebuilds the rows with %s in %s; the checkpoint is not touched",
+                              spec.name, spec.backfill.column, request.backfill.label)
             if dry_run:
                 self.log.info("dry run (%s): checkpoint and table are not touched",
                               "AIRFLOW_TEST_MODE is set" if is_dry_run() else "mode=dry_run")
@@ -108,6 +141,13 @@ class SluicePipelineOperator(SparkSubmitOperator):
             spec.name, " (dry run)" if dry_run else "", summary["batches"], summary["input_rows"],
             summary["output_rows"], summary["delta_version_before"], summary["delta_version_after"],
         )
+        for warning in quality_warnings(summary):
+            self.log.warning("%s", warning)
+        if self.outlets and not table_changed(summary):
+            # the sink table's Asset is this task's outlet: a run that changed nothing must not wake the
+            # pipelines scheduled on it (Airflow emits an event for every outlet of a successful task)
+            self.log.info("no new rows in the table: no Asset event for %s", ", ".join(a.name for a in self.outlets))
+            self.outlets = []
         if summary.get("ledger_error"):
             self.log.warning("%s", summary["ledger_error"])
         self.log.info("run summary: %s", json.dumps(summary))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import subprocess
 import sys
@@ -11,7 +12,8 @@ import pytest
 from airflow.dag_processing.dagbag import DagBag
 from sluice_airflow.pipeline_operator import SluicePipelineOperator
 
-from sluice.spec import load_spec, spec_files
+from sluice.settings import load_settings
+from sluice.spec import AssetSchedule, load_spec, spec_files
 from tests.helpers import orders_spec, write_spec
 
 PROJECT = Path(__file__).resolve().parents[2]
@@ -48,11 +50,19 @@ def test_each_spec_gives_a_dag_with_one_ingest_task(sample_bag, spec_path):
     assert dag.catchup is False
     assert "sluice" in dag.tags
     assert task.retries == spec.retries == 1
-    assert dag.schedule == spec.schedule
-    # the "Trigger DAG" form: run mode and trigger, validated by their JSON schema
-    assert dag.params["mode"] == "incremental"
-    assert dag.params.get_param("mode").schema["enum"] == ["incremental", "dry_run", "reset"]
-    assert dag.params["trigger"] == spec.trigger
+    if isinstance(spec.schedule, AssetSchedule):  # runs when the upstream pipelines' tables were updated
+        assert sorted(a.name for a in dag.timetable.asset_condition.objects) == sorted(
+            f"sluice.{n}" for n in spec.schedule.pipelines)
+    else:
+        assert dag.schedule == spec.schedule
+    # its sink table is the task's outlet Asset
+    assert [(a.name, a.uri) for a in task.outlets] == [(f"sluice.{spec.name}", Path(spec.sink_path(load_settings())).as_uri())]
+    # the "Trigger DAG" form: run mode, trigger, rate limits, backfill range, validated by their JSON schema
+    assert dag.params.dump() == {"mode": "incremental", "trigger": spec.trigger, "max_files_per_trigger": None,
+                                 "max_offsets_per_trigger": None, "backfill_from": None, "backfill_to": None}
+    assert dag.params.get_param("mode").schema["enum"] == ["incremental", "dry_run", "backfill", "reset"]
+    assert dag.params.get_param("backfill_from").schema == {
+        "type": ["null", "string"], "format": "date", "title": "Backfill from (day)"}
     dag.check_cycle()
 
 
@@ -88,3 +98,28 @@ def _env() -> dict[str, str]:
     import os
 
     return dict(os.environ)
+
+
+def test_the_trigger_form_rejects_values_its_schema_does_not_allow(sample_bag):
+    from airflow.sdk.exceptions import ParamValidationError
+
+    params = sample_bag.dags["orders_bronze"].params
+    for name, value in (("mode", "full"), ("max_files_per_trigger", 0), ("max_files_per_trigger", "3"),
+                        ("backfill_from", "1 Nov")):
+        form = copy.deepcopy(params)
+        with pytest.raises(ParamValidationError, match=f"Invalid input for param {name}"):
+            form[name] = value  # the form's value, as the UI or the REST API sets it
+            form.validate()
+    form = copy.deepcopy(params)
+    form.update({"mode": "backfill", "backfill_from": "2026-11-01", "backfill_to": "2026-11-03"})
+    assert form.validate()["backfill_to"] == "2026-11-03"
+
+
+def test_a_chained_spec_naming_an_unknown_pipeline_is_an_import_error(monkeypatch, tmp_path):
+    write_spec(tmp_path, orders_spec(name="bronze_one"))
+    write_spec(tmp_path, {"name": "silver_one", "schedule": {"asset": "bronze_typo"},
+                          "source": {"format": "delta", "pipeline": "bronze_one"}})
+    bag = dag_bag(monkeypatch, tmp_path)
+    assert bag.dag_ids == ["bronze_one"]
+    error = bag.import_errors[str(DAGS / "sluice_spec_errors.py")]
+    assert "silver_one.yaml: schedule.asset: names 'bronze_typo', which is not a valid pipeline in" in error

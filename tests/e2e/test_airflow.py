@@ -6,7 +6,13 @@ import json
 from pathlib import Path
 
 from tests.e2e.conftest import sluice
-from tests.helpers import orders_spec, tree_digest, write_orders, write_spec
+from tests.helpers import (
+    orders_spec,
+    tree_digest,
+    write_lines,
+    write_orders,
+    write_spec,
+)
 
 
 def summary_of(output: str) -> dict:
@@ -32,30 +38,38 @@ def test_dags_test_runs_the_task_and_tasks_test_is_a_dry_run(lake, spark, airflo
     write_spec(lake.pipelines_dir, orders_spec(name="af_orders"))
     landing = lake.lake_root / "landing" / "orders"
     write_orders(landing, "a.json", range(0, 12))
+    write_lines(landing / "bad-a.json", ['{"id": 99, "ts": "2026-11-01T10:00:00Z", "amo'])
 
     # `airflow dags test`: the real task, SparkSubmitOperator -> spark-submit -> Delta
     first = sluice("airflow", "dags", "test", "af_orders")
     output = first.stdout + first.stderr
     assert first.returncode == 0, output[-4000:]
     summary = summary_of(output)
-    assert (summary["input_rows"], summary["dry_run"], summary["delta_version_after"]) == (12, False, 1)
+    assert (summary["input_rows"], summary["dry_run"], summary["delta_version_after"]) == (13, False, 1)
     assert summary["run_id"].startswith("manual__")
-    assert xcom_return_value("af_orders")["input_rows"] == 12  # the summary is the task's XCom
-    table = summary["sink"]
+    xcom = xcom_return_value("af_orders")  # the summary is the task's XCom
+    assert (xcom["input_rows"], xcom["quarantined_rows"]) == (13, 1)
+    table, quarantine = summary["sink"], summary["quarantine"]
     assert spark.read.format("delta").load(table).count() == 12
+    # one warning line in the task log: the count, and where to look
+    assert (f"af_orders: 1 record(s) quarantined (bad records or expectations) in {quarantine}; see them with: "
+            f"SELECT * FROM delta.`{quarantine}` WHERE run_id = '{summary['run_id']}'") in output
+    assert spark.read.format("delta").load(quarantine).first().raw == '{"id": 99, "ts": "2026-11-01T10:00:00Z", "amo'
 
     # `airflow tasks test` sets AIRFLOW_TEST_MODE: a dry run that touches neither checkpoint nor table
     write_orders(landing, "b.json", range(12, 20))
+    write_lines(landing / "bad-b.json", ["not json"])
     checkpoint = Path(summary["checkpoint"])
     before = tree_digest(checkpoint)
     dry = sluice("airflow", "tasks", "test", "af_orders", "ingest", "2026-11-23")
     output = dry.stdout + dry.stderr
     assert dry.returncode == 0, output[-4000:]
     dry_summary = summary_of(output)
-    assert (dry_summary["dry_run"], dry_summary["input_rows"]) == (True, 8)
+    assert (dry_summary["dry_run"], dry_summary["input_rows"], dry_summary["quarantined_rows"]) == (True, 9, 1)
     assert tree_digest(checkpoint) == before
     assert dry_summary["delta_version_after"] == 1
     assert spark.read.format("delta").load(table).count() == 12
+    assert spark.read.format("delta").load(quarantine).count() == 1  # the dry run's went to its scratch table
 
     # the next real run ingests what the dry run reported
     second = sluice("airflow", "dags", "test", "af_orders")
@@ -63,6 +77,7 @@ def test_dags_test_runs_the_task_and_tasks_test_is_a_dry_run(lake, spark, airflo
     assert second.returncode == 0, output[-4000:]
     assert summary_of(output)["input_rows"] == dry_summary["input_rows"]
     assert spark.read.format("delta").load(table).count() == 20
+    assert spark.read.format("delta").load(quarantine).count() == 2
 
 
 def test_failed_run_fails_the_task_with_the_spark_error(lake, airflow_db):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 
 from sluice import ledger
@@ -72,3 +73,42 @@ def test_status_reads_the_pipelines_runs_only(tmp_path):
     assert text[2].split()[2:4] == ["manual__1", "(try"]
     assert "refused: the checkpoint belongs to another query" in text[2]
     assert ledger.latest_runs(str(tmp_path / "none"), "orders") == []
+
+
+def test_data_quality_counts_are_in_the_ledger_and_a_ledger_from_before_gains_their_columns(tmp_path):
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    path = str(tmp_path / "ledger")
+    # a ledger written before the data-quality columns existed
+    old = pa.schema([f for f in ledger.arrow_schema() if f.name not in (
+        "bad_records", "quarantined_rows", "dropped_rows", "rescued_rows", "expectations", "quarantine")])
+    row = {k: v for k, v in ledger.ledger_row(summary("old")).items() if k in old.names}
+    row["micro_batches"] = []
+    write_deltalake(path, pa.Table.from_pylist([row], schema=old), mode="append")
+
+    expectations = {"positive_amount": {"rule": "amount > 0", "on_violation": "quarantine", "violations": 2}}
+    ledger.append_run(path, summary("new", started="2026-11-23T11:00:00+00:00", bad_records=3,
+                                    quarantined_rows=5, dropped_rows=0, rescued_rows=1, expectations=expectations,
+                                    quarantine="/lake/_quarantine/orders"))
+    runs = {r["run_id"]: r for r in ledger.latest_runs(path, "orders")}
+    assert (runs["new"]["quarantined_rows"], runs["new"]["bad_records"], runs["new"]["rescued_rows"]) == (5, 3, 1)
+    assert json.loads(runs["new"]["expectations"]) == expectations
+    assert runs["old"]["quarantined_rows"] is None
+    assert status_table([runs["new"]]).splitlines()[0].split()[-4] == "quarantined"
+
+
+def test_quality_warnings_name_the_count_and_where_to_look():
+    from sluice.quality import quality_warnings
+
+    found = quality_warnings(summary("r1", quarantined_rows=2, dropped_rows=1, rescued_rows=0,
+                                     quarantine="/lake/_quarantine/orders",
+                                     expectations={"known": {"rule": "customer IS NOT NULL", "on_violation": "warn",
+                                                             "violations": 4}}))
+    assert found == [
+        "orders: 2 record(s) quarantined (bad records or expectations) in /lake/_quarantine/orders; see them "
+        "with: SELECT * FROM delta.`/lake/_quarantine/orders` WHERE run_id = 'r1'",
+        "orders: 1 record(s) dropped by on_bad_records: drop or an expectation's drop; counted here, not kept anywhere",
+        "orders: expectation known (customer IS NOT NULL) violated by 4 row(s), kept (on_violation: warn)",
+    ]
+    assert quality_warnings(summary("r2")) == []

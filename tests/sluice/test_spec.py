@@ -191,3 +191,36 @@ def test_invalid_kafka_source(change, message):
     with pytest.raises(SpecError) as caught:
         parse_spec({"name": "k", "source": {**KAFKA, **change}}, "k.yaml")
     assert f"k.yaml: {message}" in str(caught.value)
+
+
+JSON_SOURCE = {"format": "json", "path": "landing/o", "schema": "id BIGINT, amount DOUBLE"}
+
+
+def test_data_quality_defaults_are_the_cautious_ones():
+    spec = parse_spec({"name": "q", "source": JSON_SOURCE})
+    assert (spec.on_bad_records, spec.schema_evolution, spec.expectations) == ("quarantine", "rescue", [])
+    assert spec.quarantine_path is None
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"on_bad_records": "ignore"}, "on_bad_records: 'ignore' is not allowed; use one of: quarantine, fail, drop"),
+        ({"expectations": [{"name": "a", "rule": "x > 0"}, {"name": "a", "rule": "y > 0"}]},
+         "expectations: the name(s) a are used twice; names are unique"),
+        ({"expectations": [{"name": "a", "rule": "x > 0", "on_violation": "skip"}]},
+         "expectations.0.on_violation: 'skip' is not allowed; use one of: warn, drop, quarantine, fail"),
+        ({"expectations": [{"name": "a", "rule": "  "}]}, "expectations.0.rule: a Spark SQL boolean is required"),
+        ({"schema_evolution": "merge"}, "schema_evolution: 'merge' is not allowed; use one of: rescue, add_columns, fail"),
+        ({"source": {**JSON_SOURCE, "format": "csv"}, "schema_evolution": "add_columns"},
+         "schema_evolution: add_columns applies to JSON sources (json files, Kafka json values), not to csv"),
+        ({"schema_evolution": "add_columns", "transform": {"sql": "SELECT id, count(*) FROM source GROUP BY id"}},
+         "schema_evolution: add_columns cannot add columns to a stateful query's result"),
+        ({"source": {**JSON_SOURCE, "schema": "id BIGINT, _rescued STRING"}},
+         "source.schema: column _rescued is the column sluice adds for the fields a JSON record has beyond"),
+    ],
+)
+def test_invalid_data_quality_fields(change, message):
+    with pytest.raises(SpecError) as caught:
+        parse_spec({"name": "q", "source": JSON_SOURCE, **change}, "q.yaml")
+    assert f"q.yaml: {message}" in str(caught.value)

@@ -51,7 +51,7 @@ def test_runs_ingest_exactly_the_new_records_with_per_partition_offsets(spark, l
     assert source["end_offset"] == {topic: end_offsets(bootstrap, topic)}
     assert ids(spark, spec, lake) == list(range(42))
     row = table(spark, spec, lake).where("id = 7").first()
-    assert (row.key, row.topic, row.amount, row._raw_value) == ("7", topic, 3.5, None)
+    assert (row.key, row.topic, row.amount, row._rescued) == ("7", topic, 3.5, None)
     assert row.partition in (0, 1, 2) and row.offset >= 0 and row.timestamp is not None
 
 
@@ -85,20 +85,26 @@ def test_batch_replayed_after_crash_between_commits_adds_no_duplicates(spark, la
     assert ids(spark, spec, lake) == list(range(25))
 
 
-def test_values_that_are_not_valid_json_keep_their_raw_text(spark, lake, kafka_broker):
+def test_values_that_are_not_valid_json_go_to_quarantine_with_topic_partition_offset(spark, lake, kafka_broker):
     bootstrap = kafka_broker.bootstrap_servers
     topic = new_topic(bootstrap, partitions=1)
     spec = make_spec(kafka_spec("k_bad", bootstrap, topic))
-    produce(bootstrap, topic, range(3), bad_values=["{truncated", '{"id": "not a number", "amount": 1}', "42"])
+    produce(bootstrap, topic, range(3), bad_values=["{truncated", '{"id": "not a number", "amount": 1}', "42",
+                                                    '{"id": 9, "amount": 1, "coupon": "X1"}'])
     summary = run(spark, spec, lake)
-    assert summary["input_rows"] == 6  # nothing dropped
-    bad = {r.key: (r.id, r._raw_value) for r in table(spark, spec, lake).where("_raw_value IS NOT NULL").collect()}
+    assert summary["input_rows"] == 7
+    assert (summary["bad_records"], summary["quarantined_rows"], summary["rescued_rows"]) == (3, 3, 1)
+    assert summary["output_rows"] == 4
+    quarantine = spark.read.format("delta").load(spec.quarantine_table_path(lake))
+    bad = {r.source: (r.raw, r.error, r.pipeline, r.run_id, r.batch_id) for r in quarantine.collect()}
     assert bad == {
-        "bad0": (None, "{truncated"),
-        "bad1": (None, '{"id": "not a number", "amount": 1}'),
-        "bad2": (None, "42"),
+        f"{topic}/0/3": ("{truncated", "not a JSON object (malformed, truncated, or not {...})", "k_bad", "t", 0),
+        f"{topic}/0/4": ('{"id": "not a number", "amount": 1}', "field(s) that do not fit the schema: id BIGINT",
+                         "k_bad", "t", 0),
+        f"{topic}/0/5": ("42", "not a JSON object (malformed, truncated, or not {...})", "k_bad", "t", 0),
     }
-    assert table(spark, spec, lake).where("_raw_value IS NULL").count() == 3
+    rows = {r.id: (r.amount, r.key, r._rescued) for r in table(spark, spec, lake).collect()}
+    assert rows == {0: (0.0, "0", None), 1: (0.5, "1", None), 2: (1.0, "2", None), 9: (1.0, "bad3", '{"coupon":"X1"}')}
 
 
 def test_missing_topic_is_a_clear_error(spark, lake, kafka_broker):
@@ -198,3 +204,43 @@ def test_records_lost_to_retention_fail_the_run_unless_the_gap_is_accepted(spark
     accepting = make_spec(kafka_spec("k_loss", bootstrap, topic, fail_on_data_loss=False))
     assert run(spark, accepting, lake)["input_rows"] == 5
     assert ids(spark, spec, lake) == [*range(10), *range(15, 20)]
+
+
+def test_backfill_rebuilds_a_day_from_the_committed_records_of_that_day(spark, lake, kafka_broker):
+    import json
+    from datetime import date, datetime, timezone
+
+    from confluent_kafka import Producer
+
+    from sluice.run_request import run_request
+
+    topic = new_topic(kafka_broker.bootstrap_servers)
+    spec_data = kafka_spec("kafka_days", kafka_broker.bootstrap_servers, topic)
+    spec_data["transform"] = {"sql": "SELECT id, amount, to_date(timestamp) AS day FROM source"}
+    spec_data["backfill"] = {"column": "day"}
+    spec = make_spec(spec_data)
+
+    def send(ids, day: int) -> None:
+        producer = Producer({"bootstrap.servers": kafka_broker.bootstrap_servers})
+        ms = int(datetime(2026, 11, day, 12, tzinfo=timezone.utc).timestamp() * 1000)
+        for i in ids:
+            producer.produce(topic, key=str(i), value=json.dumps({"id": i, "amount": 1.0}), timestamp=ms)
+        assert producer.flush(30) == 0
+
+    send(range(0, 4), day=1)
+    send(range(4, 7), day=2)
+    run(spark, spec, lake)
+    send(range(7, 9), day=1)  # late records of the 1st, not ingested yet: the next incremental run's
+    fixed = make_spec({**spec_data, "transform": {"sql": "SELECT id, amount * 10 AS amount, to_date(timestamp) AS day "
+                                                         "FROM source"}})
+    slice_ = run_request(fixed, mode="backfill", backfill_from="2026-11-01", backfill_to="2026-11-01").backfill
+
+    for _ in range(2):  # twice: the same table
+        summary = run(spark, fixed, lake, backfill=slice_)
+        assert (summary["input_rows"], summary["output_rows"]) == (4, 4)
+        got = sorted((r.id, r.amount, r.day) for r in table(spark, spec, lake).collect())
+        assert got == [*[(i, 10.0, date(2026, 11, 1)) for i in range(4)],
+                       *[(i, 1.0, date(2026, 11, 2)) for i in range(4, 7)]]
+    assert sum(summary["backfill"]["kafka"]["ending_offsets"][topic].values()) == 7  # what the stream committed
+    run(spark, fixed, lake)  # the late records, once
+    assert ids(spark, spec, lake) == list(range(9))

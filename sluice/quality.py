@@ -1,0 +1,31 @@
+"""One-line warnings about a run's data quality, for the Airflow task log and ``sluice run``'s stderr."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def quality_warnings(summary: dict[str, Any]) -> list[str]:
+    """What a person should look at after this run: quarantined, dropped and rescued records, expectations."""
+    found = []
+    name, run_id = summary.get("pipeline"), summary.get("run_id")
+    quarantined = summary.get("quarantined_rows") or 0
+    if quarantined:
+        where = summary.get("quarantine")
+        found.append(
+            f"{name}: {quarantined} record(s) quarantined (bad records or expectations) in {where}; "
+            f"see them with: SELECT * FROM delta.`{where}` WHERE run_id = '{run_id}'"
+        )
+    dropped = summary.get("dropped_rows") or 0
+    if dropped:
+        found.append(f"{name}: {dropped} record(s) dropped by on_bad_records: drop or an expectation's drop; "
+                     "counted here, not kept anywhere")
+    rescued = summary.get("rescued_rows") or 0
+    if rescued:
+        found.append(f"{name}: {rescued} record(s) had fields the schema does not declare, kept in the _rescued "
+                     "column: add them to source.schema, or set schema_evolution: add_columns")
+    for expectation, entry in (summary.get("expectations") or {}).items():
+        if entry.get("violations") and entry.get("on_violation") == "warn":
+            found.append(f"{name}: expectation {expectation} ({entry['rule']}) violated by {entry['violations']} "
+                         "row(s), kept (on_violation: warn)")
+    return found

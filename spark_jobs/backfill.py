@@ -1,0 +1,259 @@
+"""A backfill run: rebuild ONE slice of the sink table, without touching the pipeline's checkpoint.
+
+An incremental run ingests whatever is new, whatever its date; a backfill gives a date range a meaning:
+the rows of the sink whose ``backfill.column`` falls in the slice [start, end) are replaced (Delta
+``replaceWhere``) by what the slice's input gives through the same transform, bad-record handling and
+expectations (:class:`spark_jobs.batch_writer.BatchWriter`, one batch).
+
+The slice's input is what the stream has ALREADY ingested for it -- never more:
+
+* files: the files under the slice's folders (``backfill.path``, a template with ``{{ ds }}``) that the
+  checkpoint lists in its committed batches;
+* Kafka: the records whose timestamp is in the slice, up to the offsets of the checkpoint's last committed
+  batch.
+
+What arrived after the last incremental run is left to the next one, so a backfill and the incremental
+runs never write a record twice, and running the same backfill twice leaves the table as it was. A
+checkpoint with a planned but uncommitted batch (a run that did not finish) is refused: its batch may or
+may not be in the table yet. The checkpoint is only read.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlparse
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import DateType, StringType, TimestampNTZType, TimestampType
+
+from sluice.run_request import BackfillSlice
+from sluice.settings import Settings
+from sluice.spec import KafkaSource, PipelineSpec
+from spark_jobs import guards
+
+BACKFILL_LABEL_COLUMN = "backfill"
+"""Quarantine table: the slice (``2026-11-01..2026-11-03``) whose backfill set the row aside; null for
+rows of incremental runs. A backfill replaces its slice's quarantine rows as it replaces the sink's."""
+
+
+class BackfillRefused(guards.GuardRefused):
+    """The backfill cannot run as asked; nothing was written. The message says why and what to do."""
+
+
+# --- the checkpoint, read only ----------------------------------------------------------------------
+
+def _batch_ids(folder: Path) -> list[int]:
+    return sorted(int(p.name) for p in folder.iterdir() if p.name.isdigit()) if folder.is_dir() else []
+
+
+def last_committed_batch(spec: PipelineSpec, checkpoint: str) -> int:
+    """The checkpoint's last committed batch; refuses a checkpoint with none, or with a batch planned and
+    not committed."""
+    if "://" in checkpoint:
+        raise BackfillRefused(f"backfill reads the checkpoint's logs from a local path; {checkpoint} is not one")
+    commits = _batch_ids(Path(checkpoint) / "commits")
+    planned = _batch_ids(Path(checkpoint) / "offsets")
+    if not commits:
+        raise BackfillRefused(
+            f"{spec.name} has ingested nothing yet (its checkpoint {checkpoint} has no committed batch): a "
+            "backfill rebuilds a slice from what the stream has ingested. Run it in mode incremental first."
+        )
+    if planned and planned[-1] > commits[-1]:
+        raise BackfillRefused(
+            f"the last run of {spec.name} did not finish: batch {planned[-1]} is planned in {checkpoint} but "
+            "not committed, so the table may or may not hold it yet. Run it in mode incremental first (it "
+            "completes that batch, exactly once), then backfill."
+        )
+    return commits[-1]
+
+
+def committed_files(checkpoint: str, last_batch: int) -> list[str]:
+    """Every file the checkpoint's file source read in batches up to ``last_batch`` (its ``sources/0``
+    log: the latest ``<n>.compact`` holds all entries up to n, later batches have a file each)."""
+    folder = Path(checkpoint) / "sources" / "0"
+    if not folder.is_dir():
+        return []
+    compacts = sorted(int(p.name.split(".")[0]) for p in folder.glob("*.compact"))
+    base = max((n for n in compacts if n <= last_batch), default=None)
+    logs = [folder / f"{base}.compact"] if base is not None else []
+    start = -1 if base is None else base
+    logs += [folder / str(n) for n in _batch_ids(folder) if start < n <= last_batch]
+    files = []
+    for log in logs:
+        for line in log.read_text(encoding="utf-8").splitlines()[1:]:  # first line: the log's version
+            entry = json.loads(line)
+            if entry.get("batchId", -1) <= last_batch:
+                files.append(entry["path"])
+    return files
+
+
+def committed_offsets(checkpoint: str, last_batch: int) -> dict[str, dict[str, int]]:
+    """The Kafka offsets (end of batch ``last_batch``) from the checkpoint's ``offsets/<n>``: the first
+    line is the log version, the second the batch's metadata, then one line per source."""
+    lines = (Path(checkpoint) / "offsets" / str(last_batch)).read_text(encoding="utf-8").splitlines()
+    return json.loads(lines[2])
+
+
+# --- the slice ----------------------------------------------------------------------------------------
+
+def slice_folders(spec: PipelineSpec, settings: Settings, slice_: BackfillSlice) -> list[str]:
+    """The folders of the slice's days, from ``backfill.path`` (``{{ ds }}``: 2026-11-01, ``{{ ds_nodash }}``:
+    20261101), resolved like ``source.path``."""
+    folders = []
+    for day in slice_.days():
+        relative = spec.backfill.path_for(day)
+        folders.append(str(Path(spec.model_copy(update={"source": spec.source.model_copy(
+            update={"path": relative})}).source_path(settings))))
+    return folders
+
+
+def slice_files(spec: PipelineSpec, settings: Settings, checkpoint: str, last_batch: int,
+                slice_: BackfillSlice) -> tuple[list[str], list[str]]:
+    """The committed files under the slice's folders (as the checkpoint names them), and the folders
+    that do not exist."""
+    folders = slice_folders(spec, settings, slice_)
+    missing = [f for f in folders if not Path(f).is_dir()]
+    prefixes = [_local(f).rstrip("/") + "/" for f in folders]
+    files = [f for f in committed_files(checkpoint, last_batch) if any(_local(f).startswith(p) for p in prefixes)]
+    return sorted(files), missing
+
+
+def _local(path: str) -> str:
+    """A local path from a path or a ``file:`` URI (Spark's log keeps ``=`` unescaped, others may not)."""
+    if path.startswith("file:"):
+        path = unquote(urlparse(path).path)
+    return str(Path(path).resolve()) if "://" not in path else path
+
+
+def slice_predicate(spark: SparkSession, table: str, column: str, slice_: BackfillSlice) -> str:
+    """The replaceWhere predicate for the slice over the sink's column, by the column's type."""
+    fields = {f.name.lower(): f for f in spark.read.format("delta").load(table).schema.fields}
+    field = fields.get(column.lower())
+    if field is None:
+        raise BackfillRefused(
+            f"backfill.column: the sink table {table} has no column {column!r} (it has: "
+            f"{', '.join(f.name for f in fields.values())}); name the column that holds the date of a row"
+        )
+    quoted = "`" + field.name.replace("`", "``") + "`"
+    kind = field.dataType
+    if isinstance(kind, DateType | StringType):
+        if not slice_.whole_days:
+            raise BackfillRefused(
+                f"backfill.column: {field.name} holds dates, but the slice {slice_.label} is not whole days; "
+                "backfill a @daily pipeline, or give a range of days"
+            )
+        first, end = slice_.start.date().isoformat(), slice_.end.date().isoformat()
+        if isinstance(kind, DateType):
+            return f"{quoted} >= DATE'{first}' AND {quoted} < DATE'{end}'"
+        return f"{quoted} >= '{first}' AND {quoted} < '{end}'"  # 'YYYY-MM-DD' text sorts as dates do
+    if isinstance(kind, TimestampType | TimestampNTZType):
+        return (f"{quoted} >= TIMESTAMP'{_ts(slice_.start)}' AND {quoted} < TIMESTAMP'{_ts(slice_.end)}'")
+    raise BackfillRefused(
+        f"backfill.column: {field.name} is {kind.simpleString()}; a backfill slices by a DATE, TIMESTAMP or "
+        "'YYYY-MM-DD' STRING column"
+    )
+
+
+def _ts(value: datetime) -> str:
+    return value.strftime("%Y-%m-%d %H:%M:%S")
+
+
+def read_slice(spark: SparkSession, spec: PipelineSpec, settings: Settings, checkpoint: str, last_batch: int,
+               slice_: BackfillSlice, info: dict[str, Any]) -> DataFrame:
+    """The slice's input as one batch DataFrame, with the same columns (and bad-record marks) as the
+    stream's; ``info`` gets what was read (files, or offsets)."""
+    from spark_jobs.source import read_source
+
+    if isinstance(spec.source, KafkaSource):
+        from spark_jobs.kafka_source import read_kafka_slice
+
+        ending = committed_offsets(checkpoint, last_batch)
+        info["kafka"] = {"from_timestamp": slice_.start.isoformat(), "to_timestamp": slice_.end.isoformat(),
+                         "ending_offsets": ending}
+        return read_kafka_slice(spark, spec.source, start=slice_.start, end=slice_.end, ending_offsets=ending,
+                                rescue=spec.rescues_fields())
+    files, missing = slice_files(spec, settings, checkpoint, last_batch, slice_)
+    if missing:
+        raise BackfillRefused(
+            f"backfill.path: no folder {', '.join(missing)} for the slice {slice_.label}: nothing to rebuild "
+            "it from, and the table was not changed. Check backfill.path (relative to the lake root, "
+            "{{ ds }} = YYYY-MM-DD); for a day without data, create its folder empty"
+        )
+    info["files"] = len(files)
+    info["folders"] = slice_folders(spec, settings, slice_)
+    return read_source(spark, spec, settings, files=files)
+
+
+# --- the run --------------------------------------------------------------------------------------------
+
+def run_backfill(spark: SparkSession, spec: PipelineSpec, settings: Settings, options, summary: dict[str, Any],
+                 table: str, checkpoint: str, scratch: Path | None) -> None:
+    """Rebuild the slice ``options.backfill`` of the sink; fill ``summary``. Refusals raise
+    :class:`BackfillRefused`; other failures become ``summary["error"]``. A dry run replaces the slice in
+    a shallow clone of the table, in ``scratch``."""
+    from spark_jobs.batch_writer import BatchWriter, Target
+    from spark_jobs.delta_table import current_version
+    from spark_jobs.runner import describe_error
+
+    slice_ = options.backfill
+    info: dict[str, Any] = {"column": spec.backfill.column, "slice": slice_.label, "from": slice_.start.isoformat(),
+                            "to": slice_.end.isoformat()}
+    summary["backfill"] = info
+    phases, mark = summary["phases_s"], time.monotonic()
+    state = guards.table_state(spark, table)
+    if state is None:
+        raise BackfillRefused(
+            f"{spec.name} has no table yet ({table}): a backfill rebuilds a slice of what the stream ingested. "
+            "Run it in mode incremental first."
+        )
+    guards.refuse_foreign_table(spec, table, state)
+    last = last_committed_batch(spec, checkpoint)
+    info["checkpoint_batch"] = last
+    predicate = slice_predicate(spark, table, spec.backfill.column, slice_)
+    info["predicate"] = predicate
+    target_table, quarantine = table, summary["quarantine"]
+    if scratch is not None:
+        target_table, quarantine = str(scratch / "table"), str(scratch / "quarantine")
+        spark.sql(f"CREATE TABLE delta.`{target_table}` SHALLOW CLONE delta.`{table}`")
+    writer = None
+    try:
+        files: list[str] = []
+        from spark_jobs.transform import register_tables
+
+        df = read_slice(spark, spec, settings, checkpoint, last, slice_, info)
+        register_tables(spark, spec.transform, settings)
+        if not isinstance(spec.source, KafkaSource):
+            files, _ = slice_files(spec, settings, checkpoint, last, slice_)
+        writer = BatchWriter(spec, Target(table=target_table, quarantine=quarantine, app_id=None,
+                                          run_id=options.run_id, checkpoint=None, replace_where=predicate,
+                                          backfill=slice_.label, files=files), transform=True)
+        phases["prepare"], mark = round(time.monotonic() - mark, 3), time.monotonic()
+        writer(df, 0)
+        phases["query"] = round(time.monotonic() - mark, 3)
+    except BackfillRefused:
+        raise
+    except Exception as err:  # noqa: BLE001 - every failure becomes the summary's error
+        failure = writer.failure if writer is not None else None
+        summary["error"] = describe_error(failure or err)
+    summary["delta_version_after"] = current_version(spark, table)
+    stats = writer.stats.get(0, {}) if writer is not None else {}
+    summary["input_rows"] = stats.get("input_rows", 0)
+    for key in ("bad_records", "quarantined_rows", "dropped_rows", "rescued_rows"):
+        summary[key] = int(stats.get(key) or 0)
+    summary["expectations"] = stats.get("expectations", {})
+    info["outside_slice"] = stats.get("outside_slice", 0)
+    if summary["error"] is None:
+        metrics = last_commit_metrics(spark, target_table)
+        info["metrics"] = metrics
+        summary["output_rows"] = int(metrics.get("numOutputRows", 0)) - int(metrics.get("numCopiedRows", 0))
+
+
+def last_commit_metrics(spark: SparkSession, table: str) -> dict[str, str]:
+    from delta.tables import DeltaTable
+
+    row = DeltaTable.forPath(spark, table).history(1).select("operationMetrics").first()
+    return dict(row["operationMetrics"] or {})

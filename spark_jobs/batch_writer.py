@@ -1,0 +1,378 @@
+"""One micro-batch, from source rows to the sink: bad records, transform, schema drift, expectations, writes.
+
+The streaming query hands each micro-batch to :class:`BatchWriter` (foreachBatch). In order:
+
+1. parquet sources: each new file's schema is checked against the declared one (a clear error naming the
+   file and the columns, before Spark reads a value);
+2. bad records (:mod:`spark_jobs.records`) are counted and, by ``on_bad_records``, set aside for the
+   quarantine table, dropped, or fail the batch;
+3. the transform runs on the good rows (a stateless transform runs here, on the batch; a stateful one ran
+   in the streaming query);
+4. fields beyond the schema (``_rescued``): kept, added as columns, or fail the batch (``schema_evolution``);
+5. expectations are counted; ``fail`` fails the batch, ``drop`` leaves rows out, ``quarantine`` moves them;
+6. the quarantine rows, then the sink rows, are written, each as the idempotent Delta transaction
+   (pipeline's id, batch id): a batch replayed after a crash writes nothing twice, in either table.
+
+Everything that fails a batch does so before step 6 and raises :class:`BatchRejected`: the checkpoint does
+not advance, and the next run, after the fix, processes the same batch again.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import StringType, StructField, StructType
+
+from sluice.spec import RESCUED_COLUMN, FileSource, PipelineSpec
+from spark_jobs.progress import files_of_batch
+from spark_jobs.records import BAD, ORIGIN, RAW, good_rows
+from spark_jobs.sink import write_rows, write_sink
+from spark_jobs.transform import apply_transform
+
+QUARANTINE_COLUMNS = ("pipeline", "run_id", "batch_id", "source", "raw", "error", "expectation", "quarantined_at",
+                      "backfill")
+_EXAMPLE_CHARS = 300
+
+
+class BatchRejected(RuntimeError):
+    """The batch must not be committed (bad records with ``fail``, an expectation that fails, new fields with
+    ``schema_evolution: fail``, a parquet file of another schema). The message says what and how to go on."""
+
+
+@dataclass
+class Target:
+    """Where one run writes."""
+
+    table: str
+    quarantine: str
+    app_id: str | None
+    """The idempotent transaction id of the stream's writes; None for a backfill."""
+    run_id: str
+    checkpoint: str | None
+    replace_where: str | None = None
+    """A backfill: the slice's predicate; the batch replaces the sink's rows matching it (rows of the
+    input outside it are bad records), and the quarantine rows of the same slice (``backfill`` column)."""
+    backfill: str | None = None
+    """A backfill: the slice's label (``2026-11-01..2026-11-03``), in the quarantine rows' ``backfill``."""
+    files: list[str] | None = None
+    """A backfill of files: what the batch reads (for the parquet schema check)."""
+
+
+class BatchWriter:
+    """foreachBatch function of a pipeline's query. ``stats`` holds, by batch id, what each batch found.
+
+    ``transform``: run the spec's (stateless) transform here, on each batch. ``bad_only``: the companion
+    query of a stateful pipeline, which only sets the source's bad records aside (its main query cannot
+    hand them over: an aggregation's output rows are not input records).
+    """
+
+    def __init__(self, spec: PipelineSpec, target: Target, *, transform: bool, bad_only: bool = False,
+                 skip_batches: set[int] | None = None):
+        self.spec = spec
+        self.skip_batches = skip_batches or set()
+        """Batches the table already holds (a replay after a crash between the Delta and checkpoint
+        commits): not even read."""
+        self.target = target
+        self.transform = transform
+        self.bad_only = bad_only
+        self.stats: dict[int, dict[str, Any]] = {}
+        self.failure: BaseException | None = None
+        """What failed a batch, as raised here: Spark hands the query's caller only a wrapper of it."""
+        self._cached: list[DataFrame] = []
+        self._spark = None
+
+    def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        if batch_id in self.skip_batches:
+            self.stats[batch_id] = {"replayed": True}
+            return
+        try:
+            self._write(batch, batch_id)
+        except Exception as err:
+            self.failure = err
+            raise
+
+    # --- the steps ------------------------------------------------------------------------------
+
+    def _write(self, batch: DataFrame, batch_id: int) -> None:
+        spec = self.spec
+        stats: dict[str, Any] = {"bad_records": 0, "quarantined_rows": 0, "dropped_rows": 0}
+        self.stats[batch_id] = stats
+        if isinstance(spec.source, FileSource) and spec.source.format == "parquet":
+            files = self.target.files if self.target.files is not None else files_of_batch(self.target.checkpoint, batch_id)
+            check_parquet_files(batch.sparkSession, spec, files or [])
+        batch = batch.persist()
+        self._spark = batch.sparkSession
+        cached = self._cached = [batch]
+        try:
+            if self.target.replace_where is not None:
+                stats["input_rows"] = batch.count()
+            quarantine: list[DataFrame] = []
+            rescued = RESCUED_COLUMN in batch.columns
+            if BAD in batch.columns:
+                counts = batch.agg(
+                    F.count(F.col(BAD)).alias("bad"),
+                    (F.count(F.when(F.col(BAD).isNull(), F.col(RESCUED_COLUMN))) if rescued else F.lit(0)).alias("rescued"),
+                ).first()
+                stats["bad_records"] = bad = counts["bad"]
+                if rescued:
+                    stats["rescued_rows"] = counts["rescued"]
+                if bad:
+                    quarantine += self._bad_records(batch, batch_id, bad)
+            if self.bad_only:
+                self._write_quarantine(quarantine, batch_id)
+                return
+            rows = good_rows(batch)
+            if rescued and spec.schema_evolution == "fail" and stats.get("rescued_rows"):
+                raise BatchRejected(self._new_fields_message(rows, batch_id, stats["rescued_rows"]))
+            if rescued and spec.schema_evolution == "add_columns" and stats.get("rescued_rows"):
+                rows, misfits = self._add_columns(rows, batch_id, stats)
+                quarantine += misfits
+            elif rescued and spec.schema_evolution == "add_columns":
+                rows = rows.drop(RESCUED_COLUMN)
+            if self.transform:
+                rows = apply_transform(rows, spec.transform)
+            if "_metadata" in rows.columns:  # the file's metadata struct itself is never a table column
+                rows = rows.drop("_metadata")
+            if spec.expectations:
+                rows = rows.persist()
+                cached.append(rows)
+                rows, violators = self._expectations(rows, batch_id, stats)
+                quarantine += violators
+            if self.target.replace_where is not None:
+                rows, outside = self._outside_slice(rows, batch_id, stats)
+                quarantine += outside
+            self._write_quarantine(quarantine, batch_id)
+            write_sink(rows, spec.sink, self.target.table, app_id=self.target.app_id, batch_id=batch_id,
+                       merge_schema=spec.schema_evolution == "add_columns", replace_where=self.target.replace_where,
+                       user_metadata={"sluice_backfill": self.target.backfill, "run_id": self.target.run_id})
+        finally:
+            for df in cached:
+                df.unpersist()
+
+    def _bad_records(self, batch: DataFrame, batch_id: int, count: int) -> list[DataFrame]:
+        action = self.spec.on_bad_records
+        if action == "fail":
+            example = batch.where(F.col(BAD).isNotNull()).select(RAW, ORIGIN, BAD).first()
+            raise BatchRejected(
+                f"{count} bad record(s) in batch {batch_id} and on_bad_records: fail, e.g. {_clip(example[RAW])!r} "
+                f"from {example[ORIGIN]}: {example[BAD]}. Nothing of the batch was written and the checkpoint "
+                "did not advance. Fix or remove the records and run again, or set on_bad_records: quarantine "
+                "(keep them aside in the quarantine table) or drop."
+            )
+        if action == "drop":
+            self.stats[batch_id]["dropped_rows"] += count
+            return []
+        self.stats[batch_id]["quarantined_rows"] += count
+        return [self._quarantine_rows(batch.where(F.col(BAD).isNotNull()), batch_id, F.col(ORIGIN), F.col(RAW),
+                                      F.col(BAD), F.lit(None))]
+
+    def _quarantine_rows(self, df: DataFrame, batch_id: int, source: Column, raw: Column, error: Column,
+                         expectation: Column) -> DataFrame:
+        return df.select(
+            F.lit(self.spec.name).alias("pipeline"),
+            F.lit(self.target.run_id).alias("run_id"),
+            F.lit(batch_id).cast("bigint").alias("batch_id"),
+            source.cast("string").alias("source"),
+            raw.cast("string").alias("raw"),
+            error.cast("string").alias("error"),
+            expectation.cast("string").alias("expectation"),
+            F.current_timestamp().alias("quarantined_at"),
+            F.lit(self.target.backfill).cast("string").alias("backfill"),
+        )
+
+    def _write_quarantine(self, parts: list[DataFrame], batch_id: int) -> None:
+        label = self.target.backfill
+        if label is not None:
+            # a backfill replaces what an earlier backfill of the same slice set aside
+            slice_rows = f"backfill = '{label}'"
+            if not parts:
+                from delta.tables import DeltaTable
+
+                spark = self._spark
+                if DeltaTable.isDeltaTable(spark, self.target.quarantine):
+                    DeltaTable.forPath(spark, self.target.quarantine).delete(slice_rows)
+                return
+            write_rows(_union(parts), self.target.quarantine, app_id=None, batch_id=batch_id,
+                       replace_where=slice_rows, user_metadata={"sluice_backfill": label, "run_id": self.target.run_id})
+            return
+        if not parts:
+            return
+        write_rows(_union(parts), self.target.quarantine, app_id=self.target.app_id, batch_id=batch_id)
+
+    def _outside_slice(self, rows: DataFrame, batch_id: int, stats: dict[str, Any]) -> tuple[DataFrame, list[DataFrame]]:
+        """A backfill's rows whose column is not in the slice (a file in the wrong day's folder): bad records,
+        handled by ``on_bad_records`` -- replaceWhere would refuse the whole write for one of them."""
+        inside = F.coalesce(F.expr(self.target.replace_where), F.lit(False))
+        rows = rows.persist()
+        self._cached.append(rows)
+        count = rows.where(~inside).count()
+        stats["outside_slice"] = count
+        if not count:
+            return rows, []
+        error = f"outside the backfill slice {self.target.backfill} ({self.target.replace_where})"
+        stats["bad_records"] += count
+        if self.spec.on_bad_records == "fail":
+            example = rows.where(~inside).select(_row_json(rows)).first()[0]
+            raise BatchRejected(f"{count} row(s) of the backfill are {error}, e.g. {_clip(example)}, and "
+                                "on_bad_records: fail. The table was not changed.")
+        if self.spec.on_bad_records == "drop":
+            stats["dropped_rows"] += count
+            return rows.where(inside), []
+        stats["quarantined_rows"] += count
+        bad = self._quarantine_rows(rows.where(~inside), batch_id, F.lit(None), _row_json(rows), F.lit(error),
+                                    F.lit(None))
+        return rows.where(inside), [bad]
+
+    def _new_fields_message(self, rows: DataFrame, batch_id: int, count: int) -> str:
+        example = rows.where(F.col(RESCUED_COLUMN).isNotNull()).select(RESCUED_COLUMN).first()[0]
+        names = ", ".join(sorted(json.loads(example)))
+        return (
+            f"{count} record(s) in batch {batch_id} have fields the schema does not declare (e.g. {names}: "
+            f"{_clip(example)}) and schema_evolution: fail. Nothing of the batch was written and the checkpoint "
+            "did not advance. Add the fields to source.schema, or set schema_evolution: rescue (keep them in "
+            f"{RESCUED_COLUMN}) or add_columns (add them to the table), and run again."
+        )
+
+    def _add_columns(self, rows: DataFrame, batch_id: int, stats: dict[str, Any]) -> tuple[DataFrame, list[DataFrame]]:
+        """Turn the ``_rescued`` fields into columns: a field the table has keeps the table's type, a new one
+        gets the type Spark infers from this batch. A value that does not fit is a bad record."""
+        spark = rows.sparkSession
+        jvm = spark._jvm
+        texts = rows.where(F.col(RESCUED_COLUMN).isNotNull()).select(RESCUED_COLUMN)
+        inferred = StructType.fromJson(json.loads(
+            spark._jsparkSession.read().json(getattr(texts._jdf, "as")(jvm.org.apache.spark.sql.Encoders.STRING()))
+            .schema().json()
+        ))
+        table_types = {f.name.lower(): f for f in spark.read.format("delta").load(self.target.table).schema.fields}
+        declared = {c.lower() for c in rows.columns}
+        fields = [
+            StructField(f.name, table_types[f.name.lower()].dataType if f.name.lower() in table_types else f.dataType)
+            for f in inferred.fields if f.name.lower() not in declared and not f.name.startswith("_corrupt")
+        ]
+        if not fields:
+            return rows.drop(RESCUED_COLUMN), []
+        corrupt = "__sluice_rescued_corrupt"
+        schema = StructType([*fields, StructField(corrupt, StringType())])
+        parsed = rows.withColumn("__sluice_new", F.from_json(
+            F.col(RESCUED_COLUMN), schema, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": corrupt}))
+        misfit = F.col(f"__sluice_new.{corrupt}").isNotNull()
+        stats["added_columns"] = [f.name for f in fields if f.name.lower() not in table_types]
+        bad = parsed.where(misfit)
+        misfits = []
+        count = bad.count()
+        if count:
+            error = F.lit("field(s) beyond the schema that do not fit the table's columns: "
+                          + ", ".join(f"{f.name} {f.dataType.simpleString()}" for f in fields))
+            quarantined = self._quarantine_rows(bad.drop("__sluice_new"), batch_id, F.lit(None),
+                                                _row_json(rows), error, F.lit(None))
+            stats["bad_records"] += count
+            if self.spec.on_bad_records == "fail":
+                raise BatchRejected(f"{count} record(s) in batch {batch_id}: {error}; on_bad_records: fail")
+            if self.spec.on_bad_records == "drop":
+                stats["dropped_rows"] += count
+            else:
+                stats["quarantined_rows"] += count
+                misfits.append(quarantined)
+        good = parsed.where(~misfit | F.col("__sluice_new").isNull())
+        good = good.select(*[c for c in rows.columns if c != RESCUED_COLUMN],
+                           *[F.col(f"__sluice_new.`{f.name}`").alias(f.name) for f in fields])
+        return good, misfits
+
+    def _expectations(self, rows: DataFrame, batch_id: int, stats: dict[str, Any]) -> tuple[DataFrame, list[DataFrame]]:
+        expectations = self.spec.expectations
+        violated = {e.name: ~F.coalesce(F.expr(e.rule), F.lit(False)) for e in expectations}
+        by_action: dict[str, list[str]] = {}
+        for e in expectations:
+            by_action.setdefault(e.on_violation, []).append(e.name)
+        quarantine_flag = _any(violated[n] for n in by_action.get("quarantine", []))
+        drop_flag = _any(violated[n] for n in by_action.get("drop", [])) & ~quarantine_flag
+        counts = rows.agg(
+            *[F.count(F.when(violated[e.name], 1)).alias(e.name) for e in expectations],
+            F.count(F.when(drop_flag, 1)).alias("__dropped"),
+            F.count(F.when(quarantine_flag, 1)).alias("__quarantined"),
+        ).first()
+        stats["expectations"] = {
+            e.name: {"rule": e.rule, "on_violation": e.on_violation, "violations": counts[e.name]} for e in expectations
+        }
+        for e in expectations:
+            if e.on_violation == "fail" and counts[e.name]:
+                example = rows.where(violated[e.name]).select(_row_json(rows)).first()[0]
+                raise BatchRejected(
+                    f"expectation {e.name} ({e.rule}) failed for {counts[e.name]} row(s) of batch {batch_id}, e.g. "
+                    f"{_clip(example)}; on_violation: fail. Nothing of the batch was written and the checkpoint did "
+                    "not advance: fix the data or the rule and run again (the same batch is processed again), or "
+                    "choose on_violation: warn, drop or quarantine."
+                )
+        stats["dropped_rows"] += counts["__dropped"]
+        stats["quarantined_rows"] += counts["__quarantined"]
+        parts = []
+        if counts["__quarantined"]:
+            names = F.concat_ws(", ", *[F.when(violated[n], F.lit(n)) for n in by_action["quarantine"]])
+            parts.append(self._quarantine_rows(
+                rows.where(quarantine_flag), batch_id, F.lit(None), _row_json(rows),
+                F.concat(F.lit("expectation(s) violated: "), names), names,
+            ))
+        if counts["__dropped"] or counts["__quarantined"]:
+            rows = rows.where(~quarantine_flag & ~drop_flag)
+        return rows, parts
+
+
+def _union(parts: list[DataFrame]) -> DataFrame:
+    rows = parts[0]
+    for part in parts[1:]:
+        rows = rows.unionByName(part)
+    return rows
+
+
+def _row_json(rows: DataFrame) -> Column:
+    """The row as a JSON object (the raw text of a row set aside after parsing)."""
+    return F.to_json(F.struct(*[rows[c] for c in rows.columns]))
+
+
+def _any(flags) -> Column:
+    result = F.lit(False)
+    for flag in flags:
+        result = result | flag
+    return result
+
+
+def _clip(text: str | None) -> str:
+    text = text or ""
+    return text if len(text) <= _EXAMPLE_CHARS else text[:_EXAMPLE_CHARS] + "..."
+
+
+# --- parquet ------------------------------------------------------------------------------------
+
+_WIDENS = {("int", "bigint"), ("smallint", "int"), ("smallint", "bigint"), ("tinyint", "smallint"),
+           ("tinyint", "int"), ("tinyint", "bigint"), ("float", "double")}
+
+
+def check_parquet_files(spark, spec: PipelineSpec, files: list[str]) -> None:
+    """Refuse a parquet file whose columns are not the declared ones: Spark would read a missing column as
+    nulls, ignore an extra one, or fail deep in a task on a type it cannot convert."""
+    declared = StructType.fromDDL(spec.source.schema_)  # needs the active session: called in a batch
+    want = {f.name.lower(): f for f in declared.fields}
+    for file in files:
+        found = {f.name.lower(): f for f in spark.read.parquet(file).schema.fields}
+        problems = []
+        missing = [want[n].name for n in want if n not in found]
+        if missing:
+            problems.append(f"missing column(s) {', '.join(missing)}")
+        extra = [f"{found[n].name} {found[n].dataType.simpleString()}" for n in found if n not in want]
+        if extra:
+            problems.append(f"column(s) not in the schema: {', '.join(extra)}")
+        for name in want.keys() & found.keys():
+            have, need = found[name].dataType.simpleString(), want[name].dataType.simpleString()
+            if have != need and (have, need) not in _WIDENS:
+                problems.append(f"column {want[name].name} is {have} in the file, {need} in the schema")
+        if problems:
+            raise BatchRejected(
+                f"parquet file {file} does not have the schema of source.schema ({spec.source.schema_}): "
+                + "; ".join(problems)
+                + ". Nothing of the batch was written and the checkpoint did not advance. Fix source.schema to "
+                "match the files (or fix the file), and run again."
+            )

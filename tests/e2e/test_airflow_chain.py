@@ -1,0 +1,108 @@
+"""Operating pipelines from Airflow (real `airflow dags test` runs): the trigger form's params, backfill runs,
+and a bronze -> silver -> gold chain whose tables are Assets (an event only when a run wrote rows)."""
+
+from __future__ import annotations
+
+import json
+from datetime import date, datetime
+from pathlib import Path
+
+from tests.e2e.conftest import sluice
+from tests.e2e.test_airflow import summary_of
+from tests.helpers import tree_digest, write_lines, write_spec
+from tests.spark_jobs.test_chain import BRONZE, GOLD, SILVER, order
+
+
+def asset_events(name: str) -> int:
+    from airflow.models.asset import AssetEvent, AssetModel
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        return (session.query(AssetEvent).join(AssetModel, AssetEvent.asset_id == AssetModel.id)
+                .filter(AssetModel.name == name).count())
+
+
+def dags_test(dag_id: str, conf: dict | None = None):
+    args = ["airflow", "dags", "test", dag_id] + (["--conf", json.dumps(conf)] if conf else [])
+    done = sluice(*args)
+    return done, done.stdout + done.stderr
+
+
+def chain_specs(lake, tmp_path: Path) -> None:
+    regions = tmp_path / "regions.csv"
+    regions.write_text("customer,region\nann,north\nbob,south\n", encoding="utf-8")
+    bronze = {**BRONZE, "name": "af_bronze", "schedule": "@daily",
+              "source": {**BRONZE["source"], "path": "landing/af"},
+              "transform": {"sql": "SELECT *, to_date(ts) AS day FROM source"},
+              "sink": {"partition_by": ["day"]},
+              "backfill": {"column": "day", "path": "landing/af/dt={{ ds }}"}}
+    silver = json.loads(json.dumps(SILVER).replace("REGIONS", str(regions)).replace('"bronze"', '"af_bronze"'))
+    silver["name"] = "af_silver"
+    gold = json.loads(json.dumps(GOLD).replace('"silver"', '"af_silver"'))
+    gold["name"] = "af_gold"
+    for data in (bronze, silver, gold):
+        write_spec(lake.pipelines_dir, data)
+
+
+def test_chain_runs_through_airflow_with_asset_events_only_for_new_rows(lake, spark, airflow_db, tmp_path):
+    chain_specs(lake, tmp_path)
+    landing = lake.lake_root / "landing" / "af"
+    write_lines(landing / "dt=2026-11-01" / "a.json", [
+        order(1, "2026-11-01T09:00:00Z", "ann", 10.0), order(2, "2026-11-01T10:00:00Z", "bob", 20.0),
+        order(2, "2026-11-01T10:00:00Z", "bob", 20.0), order(3, "2026-11-01T11:00:00Z", "cid", 5.0)])
+    write_lines(landing / "dt=2026-11-02" / "a.json", [
+        order(4, "2026-11-02T08:00:00Z", "ann", 7.5), order(5, "2026-11-02T23:30:00Z", "bob", 1.0)])
+
+    done, output = dags_test("af_bronze")
+    assert done.returncode == 0, output[-4000:]
+    assert summary_of(output)["output_rows"] == 6
+    assert asset_events("sluice.af_bronze") == 1
+    done, output = dags_test("af_bronze")  # nothing new: the task succeeds, and wakes nobody
+    assert done.returncode == 0, output[-4000:]
+    assert summary_of(output)["output_rows"] == 0
+    assert "no new rows in the table: no Asset event for sluice.af_bronze" in output
+    assert asset_events("sluice.af_bronze") == 1
+
+    for dag_id in ("af_silver", "af_gold"):
+        done, output = dags_test(dag_id)
+        assert done.returncode == 0, output[-4000:]
+    assert asset_events("sluice.af_silver") == 1 and asset_events("sluice.af_gold") == 1
+    gold = spark.read.format("delta").load(str(lake.lake_root / "af_gold"))
+    day1 = datetime(2026, 11, 1)
+    assert sorted(tuple(r) for r in gold.collect()) == [
+        (day1, "north", 1, 10.0), (day1, "south", 1, 20.0), (day1, "unknown", 1, 5.0)]
+
+
+def test_params_are_validated_before_spark_and_a_backfill_rebuilds_its_days(lake, spark, airflow_db, tmp_path):
+    chain_specs(lake, tmp_path)
+    landing = lake.lake_root / "landing" / "af"
+    write_lines(landing / "dt=2026-11-01" / "a.json", [order(1, "2026-11-01T09:00:00Z", "ann", 10.0)])
+    write_lines(landing / "dt=2026-11-02" / "a.json", [order(2, "2026-11-02T09:00:00Z", "bob", 20.0)])
+
+    done, output = dags_test("af_bronze", {"mode": "backfill", "backfill_from": "2026-11-02"})
+    assert done.returncode != 0
+    assert "af_bronze: param backfill_to: required too; a backfill range has a first and a last day" in output, output
+    assert "spark-submit" not in output.split("param backfill_to")[0].split("Executing")[-1]
+    done, output = dags_test("af_silver", {"max_files_per_trigger": 2, "trigger": "once"})
+    assert done.returncode != 0
+    assert "param max_files_per_trigger: trigger once reads everything new in ONE micro-batch" in output, output
+
+    done, output = dags_test("af_bronze", {"max_files_per_trigger": 1})  # two micro-batches of one file
+    assert done.returncode == 0, output[-4000:]
+    assert summary_of(output)["batches"] == 2
+    checkpoint = Path(summary_of(output)["checkpoint"])
+    before = tree_digest(checkpoint)
+    table = str(lake.lake_root / "af_bronze")
+
+    backfill = {"mode": "backfill", "backfill_from": "2026-11-02", "backfill_to": "2026-11-02"}
+    done, output = dags_test("af_bronze", backfill)
+    assert done.returncode == 0, output[-4000:]
+    summary = summary_of(output)
+    assert (summary["mode"], summary["backfill"]["slice"], summary["output_rows"]) == (
+        "backfill", "2026-11-02..2026-11-02", 1)
+    rows = sorted((r.id, r.day) for r in spark.read.format("delta").load(table).collect())
+    done, output = dags_test("af_bronze", backfill)  # the same backfill again: the same table
+    assert done.returncode == 0, output[-4000:]
+    assert sorted((r.id, r.day) for r in spark.read.format("delta").load(table).collect()) == rows == [
+        (1, date(2026, 11, 1)), (2, date(2026, 11, 2))]
+    assert tree_digest(checkpoint) == before

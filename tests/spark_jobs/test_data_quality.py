@@ -1,0 +1,271 @@
+"""Data quality on real Spark and Delta: bad records to quarantine, expectations, schema drift.
+
+Every input record must end up in exactly one of: the sink, the quarantine table, or (its unknown fields)
+the ``_rescued`` column -- asserted against what each test wrote.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from spark_jobs.runner import RunFailed, RunOptions, run_pipeline
+from tests.helpers import make_spec, orders_spec, write_lines, write_orders
+
+
+def run(spark, spec, lake, **options) -> dict:
+    return run_pipeline(spark, spec, lake, RunOptions(trigger=spec.trigger, run_id=options.pop("run_id", "t"),
+                                                      write_ledger=False, **options))
+
+
+def table(spark, spec, lake):
+    return spark.read.format("delta").load(spec.sink_path(lake))
+
+
+def quarantine(spark, spec, lake):
+    return spark.read.format("delta").load(spec.quarantine_table_path(lake))
+
+
+def order(i: int, **extra) -> str:
+    return json.dumps({"id": i, "ts": "2026-11-01T10:00:00Z", "customer": f"c{i}", "amount": 1.5 + i, **extra})
+
+
+TRUNCATED = '{"id": 12, "ts": "2026-11-01T10:00:00Z", "cust'
+WRONG_TYPE = '{"id": 13, "ts": "2026-11-01T10:00:00Z", "customer": "c13", "amount": "lots"}'
+NOT_AN_OBJECT = "[1, 2]"
+
+
+def write_mixed_orders(landing: Path) -> None:
+    write_orders(landing, "good.json", range(10))
+    write_lines(landing / "mixed.json", [order(10), order(11), TRUNCATED, WRONG_TYPE, order(14, coupon="HALF"),
+                                         "", NOT_AN_OBJECT])
+    write_lines(landing / "empty.json", [])
+    (landing / "bom.json").write_text("\ufeff" + order(15) + "\n" + order(16) + "\n", encoding="utf-8")
+
+
+def test_mixed_json_input_every_record_lands_exactly_once(spark, lake):
+    spec = make_spec(orders_spec())
+    landing = lake.lake_root / "landing" / "orders"
+    write_mixed_orders(landing)
+
+    summary = run(spark, spec, lake)
+
+    good = [*range(12), 14, 15, 16]
+    rows = {r.id: r for r in table(spark, spec, lake).collect()}
+    assert sorted(rows) == good
+    assert rows[14]._rescued == '{"coupon":"HALF"}' and rows[15]._rescued is None
+    assert (rows[15].customer, rows[15].amount) == ("c15", 16.5)  # the BOM did not spoil the first record
+    bad = {r.raw: (r.error, Path(r.source).name, r.batch_id, r.run_id, r.pipeline, r.expectation)
+           for r in quarantine(spark, spec, lake).collect()}
+    assert bad == {
+        TRUNCATED: ("not a JSON object (malformed, truncated, or not {...})", "mixed.json", 0, "t", "orders", None),
+        WRONG_TYPE: ("field(s) that do not fit the schema: amount DOUBLE", "mixed.json", 0, "t", "orders", None),
+        NOT_AN_OBJECT: ("not a JSON object (malformed, truncated, or not {...})", "mixed.json", 0, "t", "orders", None),
+    }
+    assert (summary["input_rows"], summary["output_rows"]) == (19, 15)  # lines read; the blank one is no record
+    assert (summary["bad_records"], summary["quarantined_rows"], summary["rescued_rows"]) == (3, 3, 1)
+    assert summary["micro_batches"][0]["quarantined_rows"] == 3
+    assert summary["quarantine"] == spec.quarantine_table_path(lake)
+
+    again = run(spark, spec, lake)
+    assert (again["batches"], again["quarantined_rows"]) == (0, 0)
+    assert quarantine(spark, spec, lake).count() == 3
+
+
+def test_a_replayed_batch_writes_nothing_twice_in_either_table(spark, lake):
+    spec = make_spec(orders_spec())
+    write_mixed_orders(lake.lake_root / "landing" / "orders")
+    run(spark, spec, lake)
+    sink_version = table(spark, spec, lake).count()
+    # a crash after both Delta commits, before the checkpoint's commit: the batch is planned again
+    checkpoint = Path(spec.checkpoint_path(lake))
+    (checkpoint / "commits" / "0").unlink()
+    (checkpoint / "commits" / ".0.crc").unlink(missing_ok=True)
+
+    replay = run(spark, spec, lake, run_id="replay")
+
+    assert replay["skipped_batches"] == [0]
+    assert (replay["output_rows"], replay["quarantined_rows"]) == (0, 0)
+    assert table(spark, spec, lake).count() == sink_version == 15
+    assert quarantine(spark, spec, lake).count() == 3
+    assert {r.run_id for r in quarantine(spark, spec, lake).collect()} == {"t"}
+
+
+def test_csv_rows_that_do_not_fit_are_quarantined_and_quoted_newlines_are_one_record(spark, lake):
+    spec = make_spec({
+        "name": "customers",
+        "source": {"format": "csv", "path": "landing/customers", "options": {"header": True},
+                   "schema": "customer STRING, name STRING, country STRING, signed_up DATE"},
+        "transform": {"sql": "SELECT *, _metadata.file_name AS source_file FROM source"},
+    })
+    landing = lake.lake_root / "landing" / "customers"
+    landing.mkdir(parents=True)
+    (landing / "a.csv").write_text(
+        "\ufeffcustomer,name,country,signed_up\n"
+        'c1,Ada,UK,2026-11-01\n'
+        'c2,"Grace\nHopper",US,2026-11-02\n'
+        "c3,Linus,FI,yesterday\n"
+        "c4,Guido\n"
+        "c5,Barbara,US,2026-11-03,extra\n",
+        encoding="utf-8",
+    )
+
+    summary = run(spark, spec, lake)
+
+    rows = {r.customer: (r.name, str(r.signed_up), r.source_file) for r in table(spark, spec, lake).collect()}
+    assert rows == {"c1": ("Ada", "2026-11-01", "a.csv"), "c2": ("Grace\nHopper", "2026-11-02", "a.csv")}
+    assert "_metadata" not in table(spark, spec, lake).columns
+    bad = {r.raw: Path(r.source).name for r in quarantine(spark, spec, lake).collect()}
+    assert bad == {"c3,Linus,FI,yesterday": "a.csv", "c4,Guido": "a.csv", "c5,Barbara,US,2026-11-03,extra": "a.csv"}
+    assert (summary["input_rows"], summary["output_rows"], summary["quarantined_rows"]) == (5, 2, 3)
+
+
+def test_on_bad_records_drop_counts_them_and_fail_stops_before_the_commit(spark, lake):
+    landing = lake.lake_root / "landing" / "orders"
+    write_lines(landing / "a.json", [order(1), TRUNCATED, order(2)])
+    dropping = make_spec(orders_spec(on_bad_records="drop"))
+    summary = run(spark, dropping, lake)
+    assert (summary["bad_records"], summary["dropped_rows"], summary["quarantined_rows"]) == (1, 1, 0)
+    assert sorted(r.id for r in table(spark, dropping, lake).collect()) == [1, 2]
+
+    failing = make_spec(orders_spec(name="orders_strict", on_bad_records="fail", sink={"path": "bronze/strict"}))
+    with pytest.raises(RunFailed) as failed:
+        run(spark, failing, lake)
+    assert failed.value.summary["error"] == (
+        f"1 bad record(s) in batch 0 and on_bad_records: fail, e.g. {TRUNCATED!r} from file:{landing}/a.json: "
+        "not a JSON object (malformed, truncated, or not {...}). Nothing of the batch was written and the "
+        "checkpoint did not advance. Fix or remove the records and run again, or set on_bad_records: quarantine "
+        "(keep them aside in the quarantine table) or drop."
+    )
+    assert table(spark, failing, lake).count() == 0
+    assert not (Path(failing.checkpoint_path(lake)) / "commits" / "0").exists()
+
+
+EXPECTATIONS = [
+    {"name": "has_customer", "rule": "customer IS NOT NULL", "on_violation": "warn"},
+    {"name": "not_a_test", "rule": "customer <> 'test'", "on_violation": "drop"},
+    {"name": "positive_amount", "rule": "amount > 0", "on_violation": "quarantine"},
+]
+
+
+def test_expectations_warn_drop_and_quarantine(spark, lake):
+    spec = make_spec(orders_spec(expectations=EXPECTATIONS,
+                                 transform={"sql": "SELECT id, customer, amount * 2 AS amount FROM source"}))
+    rows = [order(1), order(2, customer=None), order(3, customer="test"), order(4, amount=-1.0),
+            order(5, customer="test", amount=0.0), order(6, customer=None, amount=None)]
+    write_lines(lake.lake_root / "landing" / "orders" / "a.json", rows)
+
+    summary = run(spark, spec, lake)
+
+    assert sorted(r.id for r in table(spark, spec, lake).collect()) == [1]
+    assert summary["expectations"] == {
+        "has_customer": {"rule": "customer IS NOT NULL", "on_violation": "warn", "violations": 2},
+        "not_a_test": {"rule": "customer <> 'test'", "on_violation": "drop", "violations": 4},  # NULL violates
+        "positive_amount": {"rule": "amount > 0", "on_violation": "quarantine", "violations": 3},
+    }
+    # 2 and 3 dropped (a NULL customer violates not_a_test too); 5 and 6 violate both: quarantine wins
+    assert (summary["dropped_rows"], summary["quarantined_rows"], summary["output_rows"]) == (2, 3, 1)
+    bad = {json.loads(r.raw)["id"]: (r.expectation, r.error, r.source) for r in quarantine(spark, spec, lake).collect()}
+    assert bad == {
+        4: ("positive_amount", "expectation(s) violated: positive_amount", None),
+        5: ("positive_amount", "expectation(s) violated: positive_amount", None),
+        6: ("positive_amount", "expectation(s) violated: positive_amount", None),
+    }
+    assert json.loads(quarantine(spark, spec, lake).where("raw LIKE '%\"id\":4%'").first().raw) == {
+        "id": 4, "customer": "c4", "amount": -2.0}
+
+
+def test_a_failing_expectation_leaves_the_checkpoint_and_the_fixed_rule_reprocesses_the_batch(spark, lake):
+    rule = {"name": "small_amount", "rule": "amount < 5", "on_violation": "fail"}
+    spec = make_spec(orders_spec(expectations=[rule]))
+    write_lines(lake.lake_root / "landing" / "orders" / "a.json", [order(1), order(7)])
+
+    with pytest.raises(RunFailed) as failed:
+        run(spark, spec, lake)
+    error = failed.value.summary["error"]
+    assert error.startswith("expectation small_amount (amount < 5) failed for 1 row(s) of batch 0, e.g. {\"id\":7,")
+    assert "Nothing of the batch was written and the checkpoint did not advance" in error
+    checkpoint = Path(spec.checkpoint_path(lake))
+    assert (checkpoint / "offsets" / "0").exists() and not (checkpoint / "commits" / "0").exists()
+    assert table(spark, spec, lake).count() == 0
+
+    fixed = make_spec(orders_spec(expectations=[{**rule, "rule": "amount < 50"}]))
+    summary = run(spark, fixed, lake)
+    assert [b["batch_id"] for b in summary["micro_batches"]] == [0]  # the same batch, processed again
+    assert sorted(r.id for r in table(spark, fixed, lake).collect()) == [1, 7]
+
+
+def test_an_expectation_that_is_not_sql_over_the_output_is_a_clear_error(spark, lake):
+    spec = make_spec(orders_spec(expectations=[{"name": "typo", "rule": "amout > 0"}]))
+    (lake.lake_root / "landing" / "orders").mkdir(parents=True)
+    with pytest.raises(RunFailed, match=r"^expectations\.typo\.rule: 'amout > 0' is not a Spark SQL boolean over the "
+                                        r"transformed row \(columns: id, ts, customer, amount, _rescued\)"):
+        run(spark, spec, lake)
+
+
+def test_schema_evolution_add_columns_adds_new_fields_and_quarantines_misfits(spark, lake):
+    spec = make_spec(orders_spec(schema_evolution="add_columns"))
+    landing = lake.lake_root / "landing" / "orders"
+    write_lines(landing / "a.json", [order(1), order(2, coupon="HALF", qty=3)])
+    first = run(spark, spec, lake)
+    assert first["added_columns"] == ["coupon", "qty"]
+    rows = {r.id: (r.coupon, r.qty) for r in table(spark, spec, lake).collect()}
+    assert rows == {1: (None, None), 2: ("HALF", 3)}
+    assert "_rescued" not in table(spark, spec, lake).columns
+
+    bad_qty = order(4, qty="many")
+    write_lines(landing / "b.json", [order(3, qty=5), bad_qty])
+    second = run(spark, spec, lake)
+    assert (second["quarantined_rows"], second.get("added_columns")) == (1, None)
+    assert {r.id: r.qty for r in table(spark, spec, lake).collect()} == {1: None, 2: 3, 3: 5}
+    misfit = quarantine(spark, spec, lake).first()
+    assert json.loads(misfit.raw)["id"] == 4 and misfit.error.endswith("qty bigint")
+
+
+def test_schema_evolution_fail_stops_on_new_fields(spark, lake):
+    spec = make_spec(orders_spec(schema_evolution="fail"))
+    write_lines(lake.lake_root / "landing" / "orders" / "a.json", [order(1), order(2, coupon="HALF")])
+    with pytest.raises(RunFailed, match=r"^1 record\(s\) in batch 0 have fields the schema does not declare \(e\.g\. "
+                                        r"coupon: \{\"coupon\":\"HALF\"\}\) and schema_evolution: fail"):
+        run(spark, spec, lake)
+    assert table(spark, spec, lake).count() == 0
+
+
+def test_a_parquet_file_with_another_schema_is_a_clear_error(spark, lake):
+    landing = lake.lake_root / "landing" / "events"
+    spark.createDataFrame([(1, "a")], "id BIGINT, word STRING").coalesce(1).write.parquet(str(landing / "good"))
+    spark.createDataFrame([("x", 2.0)], "id STRING, score DOUBLE").coalesce(1).write.parquet(str(landing / "bad"))
+    spec = make_spec({"name": "events", "source": {"format": "parquet", "path": "landing/events",
+                                                   "schema": "id BIGINT, word STRING",
+                                                   "options": {"recursiveFileLookup": True}}})
+    with pytest.raises(RunFailed) as failed:
+        run(spark, spec, lake)
+    error = failed.value.summary["error"]
+    bad_file = next((landing / "bad").glob("*.parquet"))
+    assert error.startswith(f"parquet file file://{bad_file} does not have the schema of source.schema (id BIGINT, "
+                            "word STRING): missing column(s) word; column(s) not in the schema: score double; "
+                            "column id is string in the file, bigint in the schema.")
+    assert table(spark, spec, lake).count() == 0
+
+
+def test_bad_records_of_a_stateful_pipeline_are_quarantined_by_its_companion_query(spark, lake):
+    spec = make_spec({
+        "name": "windowed",
+        "source": {"format": "json", "path": "landing/events", "schema": "ts TIMESTAMP, word STRING"},
+        "transform": {"watermark": {"column": "ts", "delay": "10 minutes"},
+                      "sql": "SELECT window.start AS window_start, word, count(*) AS count FROM source "
+                             "GROUP BY window(ts, '10 minutes'), word"},
+    })
+    lines = [json.dumps({"ts": "2026-11-01T10:01:00Z", "word": "a"}), '{"ts": "never", "word": "a"}',
+             json.dumps({"ts": "2026-11-01T10:02:00Z", "word": "a"}), json.dumps({"ts": "2026-11-01T11:00:00Z", "word": "b"})]
+    write_lines(lake.lake_root / "landing" / "events" / "a.json", lines)
+
+    summary = run(spark, spec, lake)
+
+    assert [(r.word, r["count"]) for r in table(spark, spec, lake).collect()] == [("a", 2)]
+    assert [r.raw for r in quarantine(spark, spec, lake).collect()] == ['{"ts": "never", "word": "a"}']
+    assert summary["quarantined_rows"] == 1
+    again = run(spark, spec, lake)
+    assert again["quarantined_rows"] == 0 and quarantine(spark, spec, lake).count() == 1
