@@ -28,8 +28,10 @@ def table_asset(spec: PipelineSpec, settings: Settings | None = None) -> Asset:
     """The Airflow Asset of a pipeline's sink table: the outlet of its task, the schedule of the pipelines
     that name it in ``schedule: {asset: ...}``."""
     path = spec.sink_path(settings or load_settings())
-    uri = path if "://" in path else Path(path).as_uri()
-    return Asset(name=f"sluice.{spec.name}", uri=uri, extra={"pipeline": spec.name})
+    table = path if "://" in path else Path(path).as_uri()
+    # The identity is the pipeline, not the table's location: Airflow deactivates an Asset whose name is taken
+    # by another URI, so a lake moved to a new root would make the task fail until the old one was orphaned.
+    return Asset(name=f"sluice.{spec.name}", uri=f"sluice://{spec.name}", extra={"pipeline": spec.name, "table": table})
 
 
 def build_dag(spec_path: Path, spec: PipelineSpec, specs_by_name: dict[str, PipelineSpec] | None = None) -> DAG:

@@ -56,7 +56,9 @@ def test_each_spec_gives_a_dag_with_one_ingest_task(sample_bag, spec_path):
     else:
         assert dag.schedule == spec.schedule
     # its sink table is the task's outlet Asset
-    assert [(a.name, a.uri) for a in task.outlets] == [(f"sluice.{spec.name}", Path(spec.sink_path(load_settings())).as_uri())]
+    assert [(a.name, a.uri, a.extra) for a in task.outlets] == [(
+        f"sluice.{spec.name}", f"sluice://{spec.name}/",  # Airflow normalises the URI
+        {"pipeline": spec.name, "table": Path(spec.sink_path(load_settings())).as_uri()})]
     # the "Trigger DAG" form: run mode, trigger, rate limits, backfill range, validated by their JSON schema
     assert dag.params.dump() == {"mode": "incremental", "trigger": spec.trigger, "max_files_per_trigger": None,
                                  "max_offsets_per_trigger": None, "backfill_from": None, "backfill_to": None}

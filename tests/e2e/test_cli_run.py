@@ -49,14 +49,14 @@ def test_sluice_run_is_incremental_and_dry_run_predicts_the_next_run(lake, spark
     lines = status.stdout.splitlines()
     assert lines[0] == f"== orders: latest runs (ledger {lake.ledger_path})"
     assert lines[1].split() == ["started", "(UTC)", "run", "mode", "status", "batches", "rows", "in", "rows", "out",
-                                "versions", "secs", "error"]
+                                "quarantined", "versions", "secs", "error"]
     runs = [line.split() for line in lines[3:]]
     assert [(r[2], r[3], r[4], r[5], r[6], r[7]) for r in runs] == [
         (real["run_id"], "incremental", "succeeded", "1", "5", "5"),
         (dry_summary["run_id"], "dry_run", "succeeded", "1", "5", "5"),
         (summary["run_id"], "incremental", "succeeded", "1", "10", "10"),
     ]
-    assert [r[8] for r in runs] == ["1->2", "1", "new->1"]
+    assert [(r[8], r[9]) for r in runs] == [("0", "1->2"), ("0", "1"), ("0", "new->1")]
 
 
 def test_sluice_run_failure_exits_1_with_the_error_in_the_summary(lake):
