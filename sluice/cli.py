@@ -104,7 +104,8 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     master = None if getattr(spec.source, "connection", None) else env_spark_master(settings.spark_conn_id)
     run_id = "cli__" + datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S") + f"_{os.getpid()}"
     # a real run holds the pipeline's lock from before spark-submit to its end: a second run is refused at once
-    lock = run_lock(settings.checkpoint_root, spec.name, {"run_id": run_id}, dry_run=args.dry_run)
+    lock = run_lock(settings.checkpoint_root, spec.name, {"run_id": run_id}, dry_run=args.dry_run,
+                    backfill=request.backfill is not None)
     with tempfile.TemporaryDirectory(prefix="sluice-run-") as tmp, lock:
         started = time.monotonic()
         # kafka_secret_env reads Airflow only for a spec that names a Kafka connection
@@ -121,6 +122,35 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     summary.setdefault("phases_s", {})["spark_submit"] = round(time.monotonic() - started, 3)
     for warning in quality_warnings(summary):
         print(f"warning: {warning}", file=sys.stderr)
+    print(json.dumps(summary))
+    return 0 if summary["status"] == "succeeded" and failed is None else 1
+
+
+def cmd_maintain(args: argparse.Namespace, settings: Settings) -> int:
+    spec_path = resolve_spec_path(args.spec, settings)
+    spec = load_spec(spec_path)
+    if args.wait < 0:
+        print(f"sluice: --wait {args.wait}: give the seconds to wait for a running run (0: refuse at once)",
+              file=sys.stderr)
+        return 2
+    _apply_env(settings)
+    from sluice.lock import maintenance_lock
+    from sluice.submit import build_maintenance_plan, env_spark_master
+
+    master = env_spark_master(settings.spark_conn_id)
+    run_id = "cli_maintain__" + datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S") + f"_{os.getpid()}"
+    lock = (contextlib.nullcontext() if args.dry_run else
+            maintenance_lock(settings.checkpoint_root, spec.name, {"run_id": run_id, "mode": "maintenance"}, args.wait))
+    with tempfile.TemporaryDirectory(prefix="sluice-maintain-") as tmp, lock:
+        started = time.monotonic()
+        plan = build_maintenance_plan(spec_path, spec, settings, dry_run=args.dry_run, run_id=run_id,
+                                      summary_file=Path(tmp) / "summary.json")
+        failed = _spark_submit(plan, master) if master is not None else _submit_through_airflow(plan)
+        summary = plan.read_summary()
+    if summary is None:
+        print(f"sluice: spark-submit failed before the maintenance summary was written: {failed}", file=sys.stderr)
+        return 1
+    summary.setdefault("phases_s", {})["spark_submit"] = round(time.monotonic() - started, 3)
     print(json.dumps(summary))
     return 0 if summary["status"] == "succeeded" and failed is None else 1
 
@@ -272,6 +302,13 @@ def build_parser() -> argparse.ArgumentParser:
                         "what the stream ingested for them; the checkpoint is not touched")
     p.add_argument("--backfill-to", metavar="DAY")
     p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("maintain", help="OPTIMIZE and VACUUM a pipeline's tables as its maintenance: section says")
+    p.add_argument("spec", metavar="SPEC", help="spec file or pipeline name")
+    p.add_argument("--dry-run", action="store_true", help="report what VACUUM would delete; change nothing")
+    p.add_argument("--wait", type=float, default=600, metavar="SECONDS",
+                   help="wait this long for a running run of the pipeline to finish (default 600)")
+    p.set_defaults(func=cmd_maintain)
 
     p = sub.add_parser("status", help="the pipeline's latest runs, from the run ledger")
     p.add_argument("spec", metavar="SPEC", help="spec file or pipeline name")

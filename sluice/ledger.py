@@ -23,6 +23,9 @@ COMPACT_EVERY = 100
 """Compact the ledger's files (one per run) when its version is a multiple of this."""
 
 
+MAINTENANCE_KEYS = ("files_compacted", "files_written", "files_removed", "bytes_removed", "tables", "checkpoint_size")
+
+
 def arrow_schema():
     import pyarrow as pa
 
@@ -74,6 +77,8 @@ def arrow_schema():
         ("quarantine", pa.string()),
         # a backfill run: the slice it rebuilt ("2026-11-01..2026-11-03"); null for other runs
         ("backfill", pa.string()),
+        # a maintenance run (mode maintenance): what OPTIMIZE and VACUUM did, per table (JSON)
+        ("maintenance", pa.string()),
         ("micro_batches", pa.list_(batch)),
         ("summary", pa.string()),
     ])
@@ -116,6 +121,7 @@ def ledger_row(summary: dict[str, Any]) -> dict[str, Any]:
         "expectations": json.dumps(summary.get("expectations") or {}),
         "quarantine": summary.get("quarantine"),
         "backfill": (summary.get("backfill") or {}).get("slice"),
+        "maintenance": json.dumps({k: summary.get(k) for k in MAINTENANCE_KEYS}) if summary.get("mode") == "maintenance" else None,
         "micro_batches": [
             {
                 "batch_id": b["batch_id"],

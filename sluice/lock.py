@@ -29,13 +29,14 @@ from typing import Any
 class PipelineBusy(RuntimeError):
     """Another run of the pipeline holds its lock; the message names that run."""
 
-    def __init__(self, pipeline: str, holder: dict[str, Any], lock_file: Path):
+    def __init__(self, pipeline: str, holder: dict[str, Any], lock_file: Path, waited: float = 0):
         self.pipeline = pipeline
         self.holder = holder
         self.lock_file = lock_file
+        waited_text = f" after waiting {waited:.0f} s" if waited else ""
         super().__init__(
-            f"pipeline {pipeline} is already running ({describe_holder(holder)}); this run was refused and "
-            "changed nothing. Wait for that run to finish (one run of a pipeline at a time keeps its checkpoint "
+            f"pipeline {pipeline} is already running ({describe_holder(holder)}); this run was refused{waited_text} "
+            "and changed nothing. Wait for that run to finish (one run of a pipeline at a time keeps its checkpoint "
             f"consistent); the lock frees itself when that process ends. Lock file: {lock_file}"
         )
 
@@ -44,6 +45,8 @@ def describe_holder(holder: dict[str, Any]) -> str:
     if not holder:
         return "holder unknown"
     parts = [f"pid {holder.get('pid')} on {holder.get('host')}"]
+    if holder.get("mode") == "maintenance":
+        parts.append("maintenance (OPTIMIZE/VACUUM)")
     if holder.get("run_id"):
         parts.append(f"run {holder['run_id']}")
     if holder.get("dag_id"):
@@ -66,15 +69,25 @@ class PipelineLock:
     holder: dict[str, Any] = field(default_factory=dict)
     _fd: int | None = None
 
+    wait_seconds: float = 0
+    """How long :meth:`acquire` waits for the holder to finish before refusing (0: refuse at once).
+    Maintenance waits; a run is refused at once."""
+
     def acquire(self) -> PipelineLock:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = _read(fd)
-            os.close(fd)
-            raise PipelineBusy(self.pipeline, holder, self.path) from None
+        deadline = time.monotonic() + self.wait_seconds
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() < deadline:
+                    time.sleep(min(2.0, max(0.05, deadline - time.monotonic())))
+                    continue
+                holder = _read(fd)
+                os.close(fd)
+                raise PipelineBusy(self.pipeline, holder, self.path, self.wait_seconds) from None
         info = {
             "pid": os.getpid(),
             "host": socket.gethostname(),
@@ -112,10 +125,25 @@ def launcher_lock(checkpoint_root: Path, pipeline: str, holder: dict[str, Any]) 
     return PipelineLock(lock_dir(checkpoint_root) / f"{pipeline}.lock", pipeline, holder)
 
 
-def run_lock(checkpoint_root: Path, pipeline: str, holder: dict[str, Any], *, dry_run: bool):
-    """What a launcher holds around spark-submit: the pipeline's launcher lock for a real run; nothing for a
-    dry run, which changes neither checkpoint nor table."""
-    return contextlib.nullcontext() if dry_run else launcher_lock(checkpoint_root, pipeline, holder)
+BACKFILL_LOCK_WAIT_SECONDS = 3600
+"""A backfill run waits this long for the pipeline's running run (incremental, another backfill day) to
+finish: an Airflow backfill starts several days' runs at once, and they are serialized, not refused."""
+
+
+def run_lock(checkpoint_root: Path, pipeline: str, holder: dict[str, Any], *, dry_run: bool, backfill: bool = False):
+    """What a launcher holds around spark-submit: the pipeline's launcher lock for a real run (refused at once
+    if held; a backfill run waits for it); nothing for a dry run, which changes neither checkpoint nor table."""
+    if dry_run:
+        return contextlib.nullcontext()
+    lock = launcher_lock(checkpoint_root, pipeline, holder)
+    if backfill:
+        lock.wait_seconds = BACKFILL_LOCK_WAIT_SECONDS
+    return lock
+
+
+def maintenance_lock(checkpoint_root: Path, pipeline: str, holder: dict[str, Any], wait_seconds: float):
+    """What a maintenance launcher holds: the pipeline's launcher lock, waited for (a run finishes first)."""
+    return PipelineLock(lock_dir(checkpoint_root) / f"{pipeline}.lock", pipeline, holder, wait_seconds=wait_seconds)
 
 
 def driver_lock(checkpoint_root: Path, pipeline: str, holder: dict[str, Any]) -> PipelineLock:

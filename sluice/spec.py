@@ -415,6 +415,44 @@ class Backfill(_Model):
         return _BACKFILL_PLACEHOLDER_RE.sub(lambda m: day.strftime(BACKFILL_PLACEHOLDERS[m.group(1)]), self.path or "")
 
 
+DELTA_SAFE_RETENTION_HOURS = 168
+"""Delta's own safety default for VACUUM (``delta.deletedFileRetentionDuration``, 7 days)."""
+
+
+class Maintenance(_Model):
+    """What the maintenance DAG (``sluice_maintenance``) does to the pipeline's tables, and how much of its
+    checkpoint's history the runs keep."""
+
+    enabled: bool = True
+    """false: the maintenance DAG leaves this pipeline alone."""
+    optimize: bool = True
+    """Compact the sink's (and quarantine table's) small files: Delta OPTIMIZE; one-shot runs write a few
+    small files each."""
+    zorder_by: list[str] = Field(default_factory=list)
+    """OPTIMIZE ... ZORDER BY these columns (not the partition columns)."""
+    vacuum: bool = True
+    """Delete files the table no longer references once they are older than ``vacuum_retention_hours``."""
+    vacuum_retention_hours: Annotated[int, Field(ge=0)] = DELTA_SAFE_RETENTION_HOURS
+    """Never below Delta's safety default (168 h = 7 days) unless ``force_retention: true``: a reader, a dry
+    run's clone or a time-travel query may still use the older files."""
+    force_retention: bool = False
+    checkpoint_batches_to_retain: Annotated[int, Field(ge=2)] = 100
+    """The checkpoint keeps the offsets and commits of this many batches (Spark's
+    ``spark.sql.streaming.minBatchesToRetain``) and drops older ones, so a checkpoint does not grow over
+    thousands of runs."""
+
+    @model_validator(mode="after")
+    def _safe_retention(self) -> Maintenance:
+        if self.vacuum_retention_hours < DELTA_SAFE_RETENTION_HOURS and not self.force_retention:
+            raise ValueError(
+                f"vacuum_retention_hours: {self.vacuum_retention_hours} is below Delta's safety default of "
+                f"{DELTA_SAFE_RETENTION_HOURS} h (7 days): a reader, a dry run's clone or a time-travel query "
+                "still using older files would fail. Use at least 168, or add force_retention: true if you "
+                "accept that"
+            )
+        return self
+
+
 class PipelineSpec(_Model):
     """One pipeline: a source, an optional transform, one Delta sink, one checkpoint."""
 
@@ -449,6 +487,8 @@ class PipelineSpec(_Model):
     columns (types inferred, Delta schema merge); ``fail`` fails the run before the batch is committed."""
     backfill: Backfill | None = None
     """Lets a backfill run (Airflow backfill, or ``mode: backfill``) rebuild a slice of days of the table."""
+    maintenance: Maintenance = Field(default_factory=Maintenance)
+    """OPTIMIZE and VACUUM by the maintenance DAG, checkpoint history kept."""
 
     @field_validator("schedule")
     @classmethod
@@ -509,6 +549,16 @@ class PipelineSpec(_Model):
             raise ValueError(
                 "backfill.path: required for file sources: the folder of one day's files, with {{ ds }}, "
                 f"e.g. {self.source.path.rstrip('/')}/dt={{{{ ds }}}}"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _zorder_not_partition(self) -> PipelineSpec:
+        clash = [c for c in self.maintenance.zorder_by if c in self.sink.partition_by]
+        if clash:
+            raise ValueError(
+                f"maintenance.zorder_by: {', '.join(clash)} is a partition column (sink.partition_by); Delta "
+                "Z-orders within partitions, so name other columns (e.g. the ones queries filter on)"
             )
         return self
 

@@ -84,12 +84,6 @@ def build_submit_plan(
     ``request`` (validated by :func:`sluice.run_request.run_request`): the run's own rate limits and backfill
     slice."""
     jobs = spark_jobs_dir()
-    conf = {
-        **default_spark_conf(),
-        "spark.driver.extraJavaOptions": " ".join(
-            [f"-Dlog4j2.configurationFile=file:{jobs / 'log4j2.properties'}", *driver_java_options(settings)]),
-        **{k: option_text(v) for k, v in spec.spark_conf.items()},
-    }
     args = ["--spec", str(Path(spec_path).resolve()), "--trigger", trigger or spec.trigger, "--run-id", run_id]
     if dry_run:
         args.append("--dry-run")
@@ -109,7 +103,7 @@ def build_submit_plan(
     return SubmitPlan(
         application=str(jobs / "run_pipeline.py"),
         application_args=args,
-        conf=conf,
+        conf=_conf(spec, settings),
         jars=",".join(str(j) for j in settings.spark_jars()),
         name=f"sluice-{spec.name}{'-backfill' if request and request.backfill else ''}{'-dry-run' if dry_run else ''}",
         conn_id=settings.spark_conn_id,
@@ -117,6 +111,41 @@ def build_submit_plan(
         env_vars={**spark_env(settings), LAUNCHER_ENV: launcher_token(), **(secret_env or {})},
         summary_file=summary_file,
     )
+
+
+def build_maintenance_plan(
+    spec_path: str | Path, spec: PipelineSpec, settings: Settings, *, dry_run: bool = False, run_id: str,
+    summary_file: Path, airflow: dict[str, Any] | None = None,
+) -> SubmitPlan:
+    """The spark-submit arguments of a maintenance run (``spark_jobs/maintain.py``: OPTIMIZE, VACUUM)."""
+    args = ["--spec", str(Path(spec_path).resolve()), "--run-id", run_id]
+    if dry_run:
+        args.append("--dry-run")
+    if airflow:
+        args += ["--airflow-dag-id", str(airflow["dag_id"]), "--airflow-run-id", str(airflow["dag_run_id"]),
+                 "--airflow-try-number", str(airflow["try_number"])]
+    args += ["--summary-file", str(summary_file)]
+    return SubmitPlan(
+        application=str(spark_jobs_dir() / "maintain.py"),
+        application_args=args,
+        conf=_conf(spec, settings),
+        jars=",".join(str(j) for j in settings.spark_jars()),
+        name=f"sluice-maintain-{spec.name}{'-dry-run' if dry_run else ''}",
+        conn_id=settings.spark_conn_id,
+        env_vars={**spark_env(settings), LAUNCHER_ENV: launcher_token()},
+        summary_file=summary_file,
+    )
+
+
+def _conf(spec: PipelineSpec, settings: Settings) -> dict[str, str]:
+    """sluice's Spark settings, the driver's JVM options (log4j, class archive), then the spec's own."""
+    return {
+        **default_spark_conf(),
+        "spark.driver.extraJavaOptions": " ".join(
+            [f"-Dlog4j2.configurationFile=file:{spark_jobs_dir() / 'log4j2.properties'}",
+             *driver_java_options(settings)]),
+        **{k: option_text(v) for k, v in spec.spark_conf.items()},
+    }
 
 
 def spark_env(settings: Settings) -> dict[str, str]:

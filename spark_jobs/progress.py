@@ -49,12 +49,18 @@ def is_executed(report: dict[str, Any]) -> bool:
     return "addBatch" in report.get("durationMs", {})
 
 
+PHASES = ("latestOffset", "walCommit", "getBatch", "queryPlanning", "addBatch", "commitOffsets")
+"""Spark's phases of a micro-batch, in the order they run: find the end offsets, write them to the
+checkpoint's offsets log, plan, write the batch (sink commit), mark it done in the checkpoint's commits log."""
+
+
 def progress_line(report: dict[str, Any]) -> str:
     durations = report.get("durationMs", {})
+    phases = ", ".join(f"{name} {durations[name]} ms" for name in PHASES if name in durations)
     line = (
         f"[sluice] {report.get('name')} batch {report['batchId']}: {report.get('numInputRows', 0)} rows in, "
         f"{report.get('processedRowsPerSecond', 0.0):.0f} rows/s, {durations.get('triggerExecution', 0)} ms "
-        f"(addBatch {durations.get('addBatch', 0)} ms, latestOffset {durations.get('latestOffset', 0)} ms)"
+        f"({phases})"
     )
     watermark = report.get("eventTime", {}).get("watermark")
     if watermark:

@@ -28,6 +28,7 @@ from spark_jobs.source import explain_delta_failure, read_stream
 from spark_jobs.transform import apply_transform, register_tables
 
 DRY_RUN_PREFIX = "sluice-dry-run-"
+MIN_BATCHES_TO_RETAIN = "spark.sql.streaming.minBatchesToRetain"
 
 
 @dataclass(frozen=True)
@@ -174,6 +175,10 @@ def _run_query(spark, spec, settings, options, summary, table, checkpoint, scrat
     query = writer = None
     phases, mark = summary["phases_s"], time.monotonic()
     spark.streams.addListener(collector)
+    # the checkpoint keeps this many batches' offsets and commits (and state versions); older ones are
+    # deleted as the query runs, so a checkpoint does not grow over thousands of runs
+    retain = spec.spark_conf.get(MIN_BATCHES_TO_RETAIN, spec.maintenance.checkpoint_batches_to_retain)
+    spark.conf.set(MIN_BATCHES_TO_RETAIN, str(retain))
     try:
         source = read_stream(spark, spec, settings)
         register_tables(spark, spec.transform, settings)

@@ -6,7 +6,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pendulum
-from airflow.sdk import DAG, Asset, Param
+from airflow.sdk import DAG, Asset, CronDataIntervalTimetable, Param
 
 from sluice.run_request import RUN_MODES, TRIGGERS
 from sluice.settings import Settings, load_settings
@@ -19,7 +19,10 @@ from sluice.spec import (
     load_pipeline_dir,
     upstream_spec,
 )
-from sluice_airflow.pipeline_operator import SluicePipelineOperator
+from sluice_airflow.pipeline_operator import (
+    SluiceMaintenanceOperator,
+    SluicePipelineOperator,
+)
 
 START_DATE = pendulum.datetime(2026, 1, 1, tz="UTC")
 
@@ -54,6 +57,10 @@ def build_dag(spec_path: Path, spec: PipelineSpec, specs_by_name: dict[str, Pipe
         schedule = [table_asset(known.get(name) or upstream_spec(name, load_settings(), spec.name))
                     for name in schedule.pipelines]
         doc += f"\n* runs when these tables were updated: {', '.join(spec.schedule.pipelines)}"
+    elif isinstance(schedule, str) and spec.backfill is not None and schedule not in ("@once", "@continuous"):
+        # a backfill run rebuilds its data interval: a cron string gives runs whose interval is empty
+        # (Airflow 3's CronTriggerTimetable), so give the days a backfill creates their interval
+        schedule = CronDataIntervalTimetable(schedule, timezone="UTC")
     with DAG(
         dag_id=spec.name,
         schedule=schedule,
@@ -108,6 +115,40 @@ def run_params(spec: PipelineSpec) -> dict[str, Param]:
             description="mode backfill: the last day to rebuild (YYYY-MM-DD).",
         ),
     }
+
+
+MAINTENANCE_DAG_ID = "sluice_maintenance"
+
+
+def maintenance_dag(folder: Path | None = None, schedule: str | None = "@daily") -> DAG:
+    """One DAG for the lake: a task per pipeline (``maintain_<name>``) that OPTIMIZEs and VACUUMs its sink and
+    quarantine tables as the spec's ``maintenance:`` section says. Tasks run one at a time: each is a
+    spark-submit, and each waits for a running run of its pipeline to finish (the pipeline lock)."""
+    specs, _ = load_pipeline_dir(folder or load_settings().pipelines_dir)
+    chosen = sorted(((path, spec) for path, spec in specs.items() if spec.maintenance.enabled),
+                    key=lambda item: item[1].name)
+    lines = [f"* `{spec.name}`: " + ", ".join(filter(None, [
+        "OPTIMIZE" + (f" ZORDER BY {', '.join(spec.maintenance.zorder_by)}" if spec.maintenance.zorder_by else "")
+        if spec.maintenance.optimize else None,
+        f"VACUUM RETAIN {spec.maintenance.vacuum_retention_hours} HOURS" if spec.maintenance.vacuum else None,
+    ])) for _, spec in chosen]
+    with DAG(
+        dag_id=MAINTENANCE_DAG_ID,
+        schedule=schedule,
+        start_date=START_DATE,
+        catchup=False,
+        max_active_runs=1,
+        max_active_tasks=1,
+        tags=["sluice", "maintenance"],
+        doc_md="sluice maintenance: compacts the small files one-shot runs leave (OPTIMIZE) and deletes files "
+               "no version within the retention needs (VACUUM, never below Delta's 168 h unless a spec forces "
+               "it). Each task's XCom is its summary (files compacted, bytes removed); the ledger has a row "
+               "per task (mode maintenance).\n\n" + ("\n".join(lines) or "no pipeline has maintenance enabled"),
+        default_args={"retries": 1, "retry_delay": timedelta(minutes=5)},
+    ) as dag:
+        for path, spec in chosen:
+            SluiceMaintenanceOperator(task_id=f"maintain_{spec.name}", spec_path=str(path))
+    return dag
 
 
 def pipeline_dags(folder: Path | None = None) -> dict[str, DAG]:

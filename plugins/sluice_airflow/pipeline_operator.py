@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
@@ -13,13 +14,13 @@ from typing import Any
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
-from sluice.lock import PipelineBusy, run_lock
+from sluice.lock import PipelineBusy, maintenance_lock, run_lock
 from sluice.process import kill_tree
 from sluice.quality import quality_warnings
 from sluice.run_request import RunRequestError, run_request
 from sluice.settings import load_settings
 from sluice.spec import load_spec
-from sluice.submit import build_submit_plan, spark_jobs_dir
+from sluice.submit import build_maintenance_plan, build_submit_plan, spark_jobs_dir
 from sluice_airflow.kafka_connection import kafka_secret_env
 from sluice_airflow.spark_connection import require_spark_connection
 
@@ -97,21 +98,15 @@ class SluicePipelineOperator(SparkSubmitOperator):
         ti = context["ti"]
         airflow = {"dag_id": ti.dag_id, "dag_run_id": context["run_id"], "try_number": ti.try_number}
         run_id = f"{context['run_id']}#{ti.try_number}"
-        lock = run_lock(settings.checkpoint_root, spec.name, airflow, dry_run=dry_run)
+        lock = run_lock(settings.checkpoint_root, spec.name, airflow, dry_run=dry_run,
+                        backfill=request.backfill is not None)
         with tempfile.TemporaryDirectory(prefix="sluice-run-") as tmp:
             plan = build_submit_plan(
                 self.spec_path, spec, settings, trigger=request.trigger, dry_run=dry_run, reset=reset,
                 run_id=run_id, summary_file=Path(tmp) / "summary.json", secret_env=kafka_secret_env(spec),
                 airflow=airflow, request=request,
             )
-            require_spark_connection(plan.conn_id)
-            self.application = plan.application
-            self.application_args = plan.application_args
-            self.conf = plan.conf
-            self.jars = plan.jars
-            self.name = plan.name
-            self.env_vars = plan.env_vars
-            self._conn_id = plan.conn_id
+            self._use_plan(plan)
             if request.backfill is not None:
                 self.log.info("backfill of %s: rebuilds the rows with %s in %s; the checkpoint is not touched",
                               spec.name, spec.backfill.column, request.backfill.label)
@@ -153,6 +148,17 @@ class SluicePipelineOperator(SparkSubmitOperator):
         self.log.info("run summary: %s", json.dumps(summary))
         return summary
 
+    def _use_plan(self, plan) -> None:
+        """Hand the plan's fields to SparkSubmitOperator, whose hook builds, logs and runs the command."""
+        require_spark_connection(plan.conn_id)
+        self.application = plan.application
+        self.application_args = plan.application_args
+        self.conf = plan.conf
+        self.jars = plan.jars
+        self.name = plan.name
+        self.env_vars = plan.env_vars
+        self._conn_id = plan.conn_id
+
     def on_kill(self) -> None:
         """Kill the whole spark-submit process tree (the JVM and the Python driver under it), not only the
         spark-submit process the provider knows: no orphan writer may keep running beside the retry."""
@@ -161,3 +167,59 @@ class SluicePipelineOperator(SparkSubmitOperator):
             killed = kill_tree(process.pid)
             self.log.info("on_kill: killed the spark-submit process tree %s", killed)
         super().on_kill()
+
+
+class SluiceMaintenanceOperator(SluicePipelineOperator):
+    """OPTIMIZE and VACUUM the tables of the pipeline of ``spec_path`` (``spark_jobs/maintain.py``) and return
+    the maintenance summary (files compacted, bytes removed) as the task's XCom value.
+
+    Holds the pipeline's lock like a run, but waits up to ``lock_wait_seconds`` for a running run to finish
+    instead of failing. Under ``airflow tasks test`` it is a dry run (VACUUM DRY RUN; nothing changes).
+    """
+
+    ui_color = "#c9e3b5"
+
+    def __init__(self, *, spec_path: str, lock_wait_seconds: float = 1800, **kwargs: Any) -> None:
+        kwargs.setdefault("name", f"sluice-maintain-{Path(spec_path).stem}")
+        super().__init__(spec_path=spec_path, **kwargs)
+        self.application = str(spark_jobs_dir() / "maintain.py")
+        self.lock_wait_seconds = lock_wait_seconds
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        settings = load_settings()
+        spec = load_spec(self.spec_path)
+        dry_run = is_dry_run()
+        ti = context["ti"]
+        airflow = {"dag_id": ti.dag_id, "dag_run_id": context["run_id"], "try_number": ti.try_number}
+        run_id = f"{context['run_id']}#{ti.try_number}"
+        lock = (contextlib.nullcontext() if dry_run else
+                maintenance_lock(settings.checkpoint_root, spec.name, {**airflow, "run_id": run_id,
+                                                                       "mode": "maintenance"}, self.lock_wait_seconds))
+        with tempfile.TemporaryDirectory(prefix="sluice-maintain-") as tmp:
+            plan = build_maintenance_plan(self.spec_path, spec, settings, dry_run=dry_run, run_id=run_id,
+                                          summary_file=Path(tmp) / "summary.json", airflow=airflow)
+            self._use_plan(plan)
+            started = time.monotonic()
+            try:
+                with lock:
+                    SparkSubmitOperator.execute(self, context)
+            except PipelineBusy as busy:
+                raise SluiceRunFailed(str(busy)) from None
+            except AirflowException as err:
+                summary = plan.read_summary()
+                if summary and summary.get("error"):
+                    raise SluiceRunFailed(f"maintenance of {spec.name} failed: {summary['error']}") from err
+                raise
+            summary = plan.read_summary()
+        if summary is None:
+            raise SluiceRunFailed(f"maintenance of {spec.name} wrote no summary; see the Spark output above")
+        summary.setdefault("phases_s", {})["spark_submit"] = round(time.monotonic() - started, 3)
+        self.log.info(
+            "sluice maintenance of %s%s: OPTIMIZE compacted %s files into %s, VACUUM removed %s files (%s bytes)",
+            spec.name, " (dry run: nothing changed)" if dry_run else "", summary["files_compacted"],
+            summary["files_written"], summary["files_removed"], summary["bytes_removed"],
+        )
+        if summary.get("note"):
+            self.log.info("%s", summary["note"])
+        self.log.info("maintenance summary: %s", json.dumps(summary))
+        return summary

@@ -10,7 +10,10 @@ from pathlib import Path
 
 import pytest
 from airflow.dag_processing.dagbag import DagBag
-from sluice_airflow.pipeline_operator import SluicePipelineOperator
+from sluice_airflow.pipeline_operator import (
+    SluiceMaintenanceOperator,
+    SluicePipelineOperator,
+)
 
 from sluice.settings import load_settings
 from sluice.spec import AssetSchedule, load_spec, spec_files
@@ -34,7 +37,24 @@ def sample_bag():
 
 def test_sample_dags_import_without_errors(sample_bag):
     assert sample_bag.import_errors == {}
-    assert sorted(sample_bag.dag_ids) == sorted(load_spec(p).name for p in SAMPLE_SPECS)
+    assert sorted(sample_bag.dag_ids) == sorted([*(load_spec(p).name for p in SAMPLE_SPECS), "sluice_maintenance"])
+
+
+def test_the_maintenance_dag_has_a_task_per_pipeline_that_wants_one(monkeypatch, tmp_path):
+    write_spec(tmp_path, orders_spec(name="orders"))
+    write_spec(tmp_path, orders_spec(name="clicks", maintenance={"zorder_by": ["customer"]}))
+    write_spec(tmp_path, orders_spec(name="archive", maintenance={"enabled": False}))
+    bag = dag_bag(monkeypatch, tmp_path)
+    assert bag.import_errors == {}
+    dag = bag.dags["sluice_maintenance"]
+    assert [t.task_id for t in dag.tasks] == ["maintain_clicks", "maintain_orders"]
+    assert all(isinstance(t, SluiceMaintenanceOperator) for t in dag.tasks)
+    assert dag.get_task("maintain_orders").spec_path == str(tmp_path / "orders.yaml")
+    assert dag.get_task("maintain_orders").application.endswith("spark_jobs/maintain.py")
+    assert dag.schedule == "@daily" and dag.max_active_tasks == 1 and dag.catchup is False
+    assert "`clicks`: OPTIMIZE ZORDER BY customer, VACUUM RETAIN 168 HOURS" in dag.doc_md
+    monkeypatch.setenv("SLUICE_MAINTENANCE_SCHEDULE", "none")
+    assert dag_bag(monkeypatch, tmp_path).dags["sluice_maintenance"].schedule is None
 
 
 @pytest.mark.parametrize("spec_path", SAMPLE_SPECS, ids=[str(p.relative_to(PROJECT)) for p in SAMPLE_SPECS])
@@ -53,6 +73,10 @@ def test_each_spec_gives_a_dag_with_one_ingest_task(sample_bag, spec_path):
     if isinstance(spec.schedule, AssetSchedule):  # runs when the upstream pipelines' tables were updated
         assert sorted(a.name for a in dag.timetable.asset_condition.objects) == sorted(
             f"sluice.{n}" for n in spec.schedule.pipelines)
+    elif spec.backfill is not None:  # each run has a day's data interval: the slice a backfill run rebuilds
+        assert dag.schedule.__class__.__name__ == "CronDataIntervalTimetable"
+        assert (dag.schedule.expression, str(dag.schedule.timezone)) == ("0 0 * * *", "UTC")
+        assert spec.schedule == "@daily"
     else:
         assert dag.schedule == spec.schedule
     # its sink table is the task's outlet Asset
@@ -72,7 +96,7 @@ def test_bad_spec_is_an_import_error_and_does_not_hide_the_others(monkeypatch, t
     write_spec(tmp_path, orders_spec(name="good_one"))
     write_spec(tmp_path, orders_spec(name="bad_one", sink={"mode": "upsert"}))
     bag = dag_bag(monkeypatch, tmp_path)
-    assert bag.dag_ids == ["good_one"]
+    assert sorted(bag.dag_ids) == ["good_one", "sluice_maintenance"]
     assert list(bag.import_errors) == [str(DAGS / "sluice_spec_errors.py")]
     error = bag.import_errors[str(DAGS / "sluice_spec_errors.py")]
     assert "1 invalid pipeline spec(s)" in error
@@ -92,7 +116,7 @@ def test_parsing_the_dags_folder_does_not_import_pyspark(tmp_path):
                           env={**_env(), "SLUICE_PIPELINES": str(PROJECT / "include" / "pipelines")})
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["errors"] == []
-    assert "orders_bronze" in result["dags"]
+    assert "orders_bronze" in result["dags"] and "sluice_maintenance" in result["dags"]
     assert result["pyspark"] == []
 
 
@@ -122,6 +146,6 @@ def test_a_chained_spec_naming_an_unknown_pipeline_is_an_import_error(monkeypatc
     write_spec(tmp_path, {"name": "silver_one", "schedule": {"asset": "bronze_typo"},
                           "source": {"format": "delta", "pipeline": "bronze_one"}})
     bag = dag_bag(monkeypatch, tmp_path)
-    assert bag.dag_ids == ["bronze_one"]
+    assert sorted(bag.dag_ids) == ["bronze_one", "sluice_maintenance"]
     error = bag.import_errors[str(DAGS / "sluice_spec_errors.py")]
     assert "silver_one.yaml: schedule.asset: names 'bronze_typo', which is not a valid pipeline in" in error

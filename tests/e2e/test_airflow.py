@@ -79,6 +79,24 @@ def test_dags_test_runs_the_task_and_tasks_test_is_a_dry_run(lake, spark, airflo
     assert spark.read.format("delta").load(table).count() == 20
     assert spark.read.format("delta").load(quarantine).count() == 2
 
+    # the maintenance DAG: a task per pipeline, OPTIMIZE + VACUUM through spark-submit, its summary the XCom
+    sink_files = len(list(Path(table).rglob("*.parquet")))
+    done = sluice("airflow", "dags", "test", "sluice_maintenance")
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output[-4000:]
+    maintained = xcom_return_value("sluice_maintenance")
+    assert (maintained["pipeline"], maintained["mode"], maintained["status"]) == ("af_orders", "maintenance", "succeeded")
+    assert maintained["tables"]["sink"]["optimize"]["files_removed"] == sink_files >= 2
+    assert maintained["tables"]["quarantine"]["optimize"]["files_removed"] == 2
+    assert maintained["files_compacted"] == sink_files + 2 and maintained["bytes_removed"] == 0
+    assert f"sluice maintenance of af_orders: OPTIMIZE compacted {sink_files + 2} files into 2" in output
+    assert spark.read.format("delta").load(table).count() == 20
+    from sluice.ledger import latest_runs
+
+    newest = latest_runs(str(lake.ledger_path), "af_orders")[0]
+    assert (newest["mode"], newest["dag_id"]) == ("maintenance", "sluice_maintenance")
+    assert json.loads(newest["maintenance"])["files_compacted"] == sink_files + 2
+
 
 def test_failed_run_fails_the_task_with_the_spark_error(lake, airflow_db):
     write_spec(lake.pipelines_dir, orders_spec(name="af_broken", retries=0,

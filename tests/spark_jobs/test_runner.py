@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import re
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -211,7 +213,7 @@ SECOND_WINDOWS = {  # ending by the 12:30 watermark after 12:40 arrives
 }
 
 
-def test_windowed_count_writes_each_window_once_after_the_watermark_passes(spark, lake):
+def test_windowed_count_writes_each_window_once_after_the_watermark_passes(spark, lake, capsys):
     spec = make_spec(WINDOWED)
     landing = lake.lake_root / "landing" / "events"
     events(landing, "1.json", [("12:01", "a"), ("12:03", "a"), ("12:07", "b"), ("12:12", "a"), ("12:26", "b")])
@@ -220,6 +222,21 @@ def test_windowed_count_writes_each_window_once_after_the_watermark_passes(spark
     assert first["batches"] == 2
     assert first["micro_batches"][-1]["input_rows"] == 0
     assert windows(spark, spec, lake) == FIRST_WINDOWS
+
+    # each batch's progress is printed as it happens (the task log): rows, rate, phases, watermark, state
+    printed = ""
+    for _ in range(50):  # listener events arrive asynchronously
+        printed += capsys.readouterr().err
+        if "windowed batch 1:" in printed:
+            break
+        time.sleep(0.2)
+    batch0 = re.search(r"\[sluice\] windowed batch 0: 5 rows in, \d+ rows/s, \d+ ms \((.*)\), watermark (\S+), "
+                       r"state rows (\d+)", printed)
+    assert batch0, printed
+    assert [p.split()[0] for p in batch0.group(1).split(", ")] == [
+        "latestOffset", "walCommit", "getBatch", "queryPlanning", "addBatch", "commitOffsets"]
+    assert batch0.group(2) == "1970-01-01T00:00:00.000Z" and int(batch0.group(3)) > 0
+    assert re.search(r"windowed batch 1: 0 rows in, .*watermark 2026-11-01T12:16:00.000Z", printed), printed
 
     events(landing, "2.json", [("12:18", "a"), ("12:40", "b")])
     run(spark, spec, lake)

@@ -1,0 +1,262 @@
+"""Maintenance of one pipeline's tables: OPTIMIZE (compact the small files one-shot runs leave) and VACUUM
+(delete the files no version within the retention needs), with a summary of what it did.
+
+    spark-submit ... spark_jobs/maintain.py --spec SPEC.yaml [--dry-run] [--run-id ID] [--summary-file PATH]
+                 [--airflow-dag-id D --airflow-run-id R --airflow-try-number N]
+
+Runs on the sink table and, when it exists, the pipeline's quarantine table. The checkpoint is only looked
+at (its size goes in the summary): the runs themselves keep it bounded
+(``maintenance.checkpoint_batches_to_retain``). Like a run, maintenance holds the pipeline's lock and
+appends a row (mode ``maintenance``) to the run ledger. The JSON summary is the last line of stdout.
+Exit code 0 = done, 1 = failed, 2 = bad arguments or spec.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from sluice.settings import load_settings
+from sluice.spec import DELTA_SAFE_RETENTION_HOURS, PipelineSpec, SpecError, load_spec
+
+RETENTION_CHECK_CONF = "spark.databricks.delta.retentionDurationCheck.enabled"
+VACUUM_LOGGING_CONF = "spark.databricks.delta.vacuum.logging.enabled"
+
+
+@dataclass(frozen=True)
+class MaintenanceOptions:
+    run_id: str = "adhoc"
+    dry_run: bool = False
+    """Report what OPTIMIZE and VACUUM would do (VACUUM DRY RUN), change nothing."""
+    airflow: dict[str, Any] | None = None
+    write_ledger: bool = True
+
+
+class MaintenanceFailed(RuntimeError):
+    def __init__(self, summary: dict[str, Any]):
+        self.summary = summary
+        super().__init__(summary["error"])
+
+
+def maintain_pipeline(spark, spec: PipelineSpec, settings, options: MaintenanceOptions) -> dict[str, Any]:
+    """OPTIMIZE and VACUUM the pipeline's sink and quarantine tables as its ``maintenance:`` section says.
+
+    Returns the summary (``files_compacted``, ``bytes_removed`` and a section per table), also appended to
+    the ledger; raises :class:`MaintenanceFailed` carrying it if a step failed or the pipeline was busy.
+    """
+    from sluice.ledger import append_run
+    from sluice.lock import PipelineBusy, driver_lock
+    from spark_jobs.delta_table import current_version
+    from spark_jobs.runner import describe_error
+
+    started = time.time()
+    config = spec.maintenance
+    table = spec.sink_path(settings)
+    summary: dict[str, Any] = {
+        "pipeline": spec.name,
+        "run_id": options.run_id,
+        "mode": "maintenance",
+        "dry_run": options.dry_run,
+        "status": "running",
+        "started_at": _iso(started),
+        "sink": table,
+        "checkpoint": spec.checkpoint_path(settings),
+        "delta_version_before": current_version(spark, table),
+        "delta_version_after": None,
+        "optimize": config.optimize,
+        "zorder_by": config.zorder_by,
+        "vacuum_retention_hours": config.vacuum_retention_hours if config.vacuum else None,
+        "files_compacted": 0,
+        "files_written": 0,
+        "files_removed": 0,
+        "bytes_removed": 0,
+        "tables": {},
+        "checkpoint_size": checkpoint_size(spec.checkpoint_path(settings)),
+        "airflow": options.airflow,
+        "refused": False,
+        "error": None,
+        "phases_s": {},
+    }
+    holder = {"run_id": options.run_id, "mode": "maintenance", **(options.airflow or {})}
+    lock = None
+    try:
+        if not options.dry_run:
+            lock = driver_lock(settings.checkpoint_root, spec.name, holder).acquire()
+        for role, path in (("sink", table), ("quarantine", spec.quarantine_table_path(settings))):
+            if current_version(spark, path) is None:
+                continue
+            mark = time.monotonic()
+            report = maintain_table(spark, path, spec, dry_run=options.dry_run)
+            summary["tables"][role] = report
+            summary["phases_s"][role] = round(time.monotonic() - mark, 3)
+            summary["files_compacted"] += report.get("optimize", {}).get("files_removed", 0)
+            summary["files_written"] += report.get("optimize", {}).get("files_added", 0)
+            summary["files_removed"] += report.get("vacuum", {}).get("files_deleted", 0)
+            summary["bytes_removed"] += report.get("vacuum", {}).get("bytes_deleted", 0)
+        if not summary["tables"]:
+            summary["note"] = f"{spec.name} has no table yet ({table}): nothing to maintain"
+    except PipelineBusy as busy:
+        summary["error"], summary["refused"] = f"refused: {busy}", True
+    except Exception as err:  # noqa: BLE001 - the summary carries the error; the caller raises
+        summary["error"] = describe_error(err)
+    finally:
+        if lock is not None:
+            lock.release()
+    summary["delta_version_after"] = current_version(spark, table)
+    ended = time.time()
+    summary["ended_at"] = _iso(ended)
+    summary["duration_s"] = round(ended - started, 3)
+    summary["status"] = "failed" if summary["error"] else "succeeded"
+    if options.write_ledger:
+        try:
+            append_run(str(settings.ledger_path), summary)
+            summary["ledger"] = str(settings.ledger_path)
+        except Exception as err:  # noqa: BLE001
+            summary["ledger_error"] = f"could not append to the run ledger {settings.ledger_path}: {describe_error(err)}"
+    if summary["error"]:
+        raise MaintenanceFailed(summary)
+    return summary
+
+
+def maintain_table(spark, path: str, spec: PipelineSpec, *, dry_run: bool) -> dict[str, Any]:
+    """OPTIMIZE then VACUUM one table; what each did (or, in a dry run, would do)."""
+    from delta.tables import DeltaTable
+
+    from spark_jobs.delta_table import current_version
+
+    config = spec.maintenance
+    report: dict[str, Any] = {"table": path, "version_before": current_version(spark, path)}
+    delta = DeltaTable.forPath(spark, path)
+    if config.optimize:
+        if dry_run:
+            report["optimize"] = {"skipped": "dry run", "files": _num_files(spark, path)}
+        else:
+            builder = delta.optimize()
+            result = builder.executeZOrderBy(*config.zorder_by) if config.zorder_by else builder.executeCompaction()
+            metrics = result.select("metrics").first()["metrics"].asDict(recursive=True)
+            report["optimize"] = {
+                "files_removed": int(metrics.get("numFilesRemoved") or 0),
+                "files_added": int(metrics.get("numFilesAdded") or 0),
+                "bytes_removed": int((metrics.get("filesRemoved") or {}).get("totalSize") or 0),
+                "bytes_added": int((metrics.get("filesAdded") or {}).get("totalSize") or 0),
+                "zorder_by": config.zorder_by,
+            }
+    if config.vacuum:
+        hours = config.vacuum_retention_hours
+        below_safe = hours < DELTA_SAFE_RETENTION_HOURS
+        if below_safe:  # the spec said force_retention: true (validated); Delta's own check must be lifted
+            spark.conf.set(RETENTION_CHECK_CONF, "false")
+        try:
+            # the files VACUUM deletes (and their size): listed by a dry run, then deleted
+            doomed = [r[0] for r in spark.sql(f"VACUUM delta.`{path}` RETAIN {hours} HOURS DRY RUN").collect()]
+            size = sum(_file_size(spark, f) for f in doomed)
+            if not dry_run and doomed:
+                spark.conf.set(VACUUM_LOGGING_CONF, "true")
+                delta.vacuum(float(hours))
+        finally:
+            if below_safe:
+                spark.conf.set(RETENTION_CHECK_CONF, "true")
+        report["vacuum"] = {"retention_hours": hours, "forced": below_safe, "files_deleted": len(doomed),
+                            "bytes_deleted": size, **({"dry_run": True} if dry_run else {})}
+    report["version_after"] = current_version(spark, path)
+    return report
+
+
+def _num_files(spark, path: str) -> int:
+    from spark_jobs.delta_table import log_state
+
+    state = log_state(path)
+    if state is not None:
+        return state["num_files"]
+    return int(spark.sql(f"DESCRIBE DETAIL delta.`{path}`").first()["numFiles"])
+
+
+def _file_size(spark, path: str) -> int:
+    local = path[len("file:"):] if path.startswith("file:") else path
+    if "://" not in local:
+        try:
+            return os.path.getsize(local)
+        except OSError:
+            return 0
+    jvm = spark.sparkContext._jvm
+    hadoop_path = jvm.org.apache.hadoop.fs.Path(path)
+    fs = hadoop_path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+    return int(fs.getFileStatus(hadoop_path).getLen())
+
+
+def checkpoint_size(checkpoint: str) -> dict[str, int] | None:
+    """Files and bytes in the checkpoint, and the batches its offsets/commits logs still hold (local only)."""
+    folder = Path(checkpoint)
+    if "://" in checkpoint or not folder.is_dir():
+        return None
+    files = [p for p in folder.rglob("*") if p.is_file()]
+    return {
+        "files": len(files),
+        "bytes": sum(p.stat().st_size for p in files),
+        "offsets": sum(1 for p in (folder / "offsets").glob("[0-9]*")) if (folder / "offsets").is_dir() else 0,
+        "commits": sum(1 for p in (folder / "commits").glob("[0-9]*")) if (folder / "commits").is_dir() else 0,
+    }
+
+
+def _iso(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, tz=timezone.utc).isoformat()
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="maintain.py", description=__doc__.splitlines()[0])
+    parser.add_argument("--spec", required=True, help="pipeline spec (YAML)")
+    parser.add_argument("--dry-run", action="store_true", help="report what would be done, change nothing")
+    parser.add_argument("--run-id", default="adhoc", help="recorded in the summary and the ledger")
+    parser.add_argument("--summary-file", type=Path, help="also write the JSON summary here")
+    parser.add_argument("--airflow-dag-id", help="the Airflow ids of the task running this (for the ledger)")
+    parser.add_argument("--airflow-run-id")
+    parser.add_argument("--airflow-try-number", type=int)
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        spec = load_spec(args.spec)
+    except SpecError as err:
+        print(f"sluice: invalid spec\n{err}", file=sys.stderr)
+        return 2
+    from spark_jobs.run_pipeline import watch_launcher
+    from spark_jobs.session import get_session
+
+    airflow = None
+    if args.airflow_dag_id:
+        airflow = {"dag_id": args.airflow_dag_id, "dag_run_id": args.airflow_run_id,
+                   "try_number": args.airflow_try_number}
+    watch_launcher()
+    mark = time.monotonic()
+    spark = get_session(app_name=f"sluice-maintain-{spec.name}")
+    spark.sparkContext.setLogLevel("WARN")
+    session_s = round(time.monotonic() - mark, 3)
+    code = 0
+    try:
+        summary = maintain_pipeline(spark, spec, load_settings(),
+                                    MaintenanceOptions(run_id=args.run_id, dry_run=args.dry_run, airflow=airflow))
+    except MaintenanceFailed as failed:
+        summary, code = failed.summary, 1
+        print(f"sluice: maintenance of {spec.name} failed: {summary['error']}", file=sys.stderr)
+    finally:
+        spark.stop()
+    summary["phases_s"]["session"] = session_s
+    text = json.dumps(summary, default=str)
+    if args.summary_file:
+        args.summary_file.parent.mkdir(parents=True, exist_ok=True)
+        args.summary_file.write_text(text, encoding="utf-8")
+    print(text, flush=True)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,125 @@
+"""A running Airflow (`airflow standalone`: api-server, scheduler, dag-processor, triggerer on SQLite) and
+`airflow backfill create` over 3 days: one backfill run per day, each rebuilding its day's slice of the table
+with the current spec, serialized by the pipeline lock, the checkpoint untouched."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+from datetime import date
+from pathlib import Path
+
+import pytest
+
+from sluice.ledger import latest_runs
+from tests.e2e.conftest import BIN
+from tests.helpers import tree_digest, write_lines, write_spec
+from tests.spark_jobs.test_chain import BRONZE, order
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def airflow(env: dict[str, str], *args: str, timeout: int = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([str(BIN / "sluice"), "airflow", *args], capture_output=True, text=True, env=env,
+                          timeout=timeout, stdin=subprocess.DEVNULL)
+
+
+@pytest.fixture
+def standalone(lake, tmp_path):
+    """`sluice airflow standalone` with an Airflow home of its own; yields the environment to talk to it."""
+    port = free_port()
+    home = tmp_path / "airflow-home"
+    env = {
+        **os.environ,
+        "SLUICE_AIRFLOW_HOME": str(home),
+        "AIRFLOW__API__PORT": str(port),
+        "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{port}/execution/",
+        # only the backfill's runs: no scheduled run of the DAG beside them
+        "AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE": "False",
+        "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
+        "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
+    }
+    env.pop("AIRFLOW_HOME", None)
+    log = (tmp_path / "standalone.log").open("w")
+    process = subprocess.Popen([str(BIN / "sluice"), "airflow", "standalone"], env=env, stdout=log,
+                               stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        yield env, tmp_path / "standalone.log"
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(60)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+        log.close()
+
+
+def wait_for(what: str, check, timeout: float, log: Path):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        result = check()
+        if result:
+            return result
+        time.sleep(3)
+    raise AssertionError(f"timed out waiting for {what}; standalone's output ends:\n"
+                         + log.read_text(errors="replace")[-5000:])
+
+
+def test_airflow_backfill_create_rebuilds_each_day_of_the_range(lake, spark, standalone, tmp_path):
+    env, log = standalone
+    spec = {**BRONZE, "name": "af_days", "schedule": "@daily",
+            "source": {**BRONZE["source"], "path": "landing/days"},
+            "transform": {"sql": "SELECT *, to_date(ts) AS day FROM source"},
+            "sink": {"partition_by": ["day"]},
+            "backfill": {"column": "day", "path": "landing/days/dt={{ ds }}"}}
+    spec_path = write_spec(lake.pipelines_dir, spec)
+    landing = lake.lake_root / "landing" / "days"
+    for day in (1, 2, 3, 4):
+        write_lines(landing / f"dt=2026-11-0{day}" / "a.json",
+                    [order(day * 10 + i, f"2026-11-0{day}T0{i}:00:00Z", "ann", 1.0) for i in range(3)])
+    # the stream ingests all four days
+    done = subprocess.run([str(BIN / "sluice"), "run", str(spec_path)], capture_output=True, text=True, env=env,
+                          timeout=600, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1])["output_rows"] == 12
+    checkpoint = Path(lake.checkpoint_root / "af_days")
+    before = tree_digest(checkpoint)
+
+    # a fix to the transform, re-applied to three of the days by an Airflow backfill
+    write_spec(lake.pipelines_dir, {**spec, "transform": {"sql": "SELECT id, ts, customer, amount * 10 AS amount, "
+                                                                 "_rescued, to_date(ts) AS day FROM source"}})
+    wait_for("the DAG af_days in the running Airflow",
+             lambda: airflow(env, "dags", "details", "af_days").returncode == 0, 300, log)
+    created = airflow(env, "backfill", "create", "--dag-id", "af_days", "--from-date", "2026-11-01",
+                      "--to-date", "2026-11-03")
+    assert created.returncode == 0, created.stdout[-3000:] + created.stderr[-3000:]
+
+    def finished():
+        listed = airflow(env, "dags", "list-runs", "af_days", "-o", "json")
+        found = [line for line in listed.stdout.splitlines() if line.startswith("[{") or line == "[]"]
+        runs = json.loads(found[-1]) if found else []
+        runs = [r for r in runs if r["run_id"].startswith("backfill__")]
+        return runs if len(runs) == 3 and all(r["state"] in ("success", "failed") for r in runs) else None
+
+    runs = wait_for("3 backfill runs to finish", finished, 900, log)
+    assert sorted(r["state"] for r in runs) == ["success"] * 3, (runs, log.read_text(errors="replace")[-5000:])
+
+    # each run rebuilt its own day with the new transform; day 4 kept what the stream wrote
+    table = spark.read.format("delta").load(str(lake.lake_root / "af_days"))
+    assert sorted((r.day, r.amount) for r in table.collect()) == sorted(
+        [(date(2026, 11, d), 10.0) for d in (1, 2, 3) for _ in range(3)] + [(date(2026, 11, 4), 1.0)] * 3)
+    assert table.count() == 12
+    assert tree_digest(checkpoint) == before
+    backfills = [r for r in latest_runs(str(lake.ledger_path), "af_days") if r["mode"] == "backfill"]
+    assert sorted(r["backfill"] for r in backfills) == [
+        "2026-11-01..2026-11-01", "2026-11-02..2026-11-02", "2026-11-03..2026-11-03"]
+    assert {r["dag_id"] for r in backfills} == {"af_days"} and all(r["status"] == "succeeded" for r in backfills)
