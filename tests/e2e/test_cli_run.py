@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
+from spark_jobs.delta_table import current_version
 from tests.e2e.conftest import last_json_line, sluice
 from tests.helpers import orders_spec, tree_digest, write_orders, write_spec
 
@@ -57,6 +59,47 @@ def test_sluice_run_is_incremental_and_dry_run_predicts_the_next_run(lake, spark
         (summary["run_id"], "incremental", "succeeded", "1", "10", "10"),
     ]
     assert [(r[8], r[9]) for r in runs] == [("0", "1->2"), ("0", "1"), ("0", "new->1")]
+
+
+def test_a_lost_checkpoint_is_refused_and_reset_checkpoint_rebuilds_the_table_from_the_source(lake, spark):
+    spec_path = write_spec(lake.pipelines_dir, orders_spec())
+    landing = lake.lake_root / "landing" / "orders"
+    write_orders(landing, "a.json", range(0, 10))
+    first = sluice("run", str(spec_path))
+    assert first.returncode == 0, first.stderr[-3000:]
+    table, checkpoint = last_json_line(first.stdout)["sink"], Path(last_json_line(first.stdout)["checkpoint"])
+
+    # Given the checkpoint folder is lost (and the source has grown since)
+    shutil.rmtree(checkpoint)
+    write_orders(landing, "b.json", range(10, 15))
+
+    # When a plain run starts, Then it is refused: it would ingest the whole source again into the full table
+    refused = sluice("run", str(spec_path))
+    assert refused.returncode == 1
+    summary = last_json_line(refused.stdout)
+    assert (summary["status"], summary["refused"], summary["batches"]) == ("failed", True, 0)
+    assert summary["error"] == (
+        f"refused: the checkpoint of orders ({checkpoint}) is missing or empty, but its table {table} already "
+        "holds data written by this pipeline: running now would ingest the whole source again and duplicate it. "
+        "Options: restore the checkpoint folder from a backup (then run again); or run once with --reset-checkpoint "
+        "(Airflow: trigger with mode=reset) to start a new checkpoint and REPLACE the table's content with the "
+        "source's (the old versions stay in the Delta history); or point sink.path at a new table."
+    )
+    # nothing written: neither the table nor a new checkpoint
+    assert current_version(spark, table) == 1
+    assert sorted(r.id for r in spark.read.format("delta").load(table).collect()) == list(range(10))
+    assert not checkpoint.exists()
+
+    # When it runs with --reset-checkpoint, Then the table holds the whole source, each record once
+    reset = sluice("run", str(spec_path), "--reset-checkpoint")
+    assert reset.returncode == 0, reset.stderr[-3000:]
+    summary = last_json_line(reset.stdout)
+    assert (summary["mode"], summary["status"]) == ("reset", "succeeded")
+    assert (summary["input_rows"], summary["output_rows"]) == (15, 15)
+    assert sorted(r.id for r in spark.read.format("delta").load(table).collect()) == list(range(15))
+    # a missing checkpoint has nothing to keep beside: only a checkpoint that exists is set aside (.replaced-<time>)
+    assert "replaced_checkpoint" not in summary
+    assert sorted(p.name for p in checkpoint.parent.iterdir() if p.name.startswith("orders")) == ["orders"]
 
 
 def test_sluice_run_failure_exits_1_with_the_error_in_the_summary(lake):

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from spark_jobs import batch_writer
+from spark_jobs.delta_table import current_version
 from spark_jobs.runner import RunFailed, RunOptions, run_pipeline
 from tests.helpers import make_spec, orders_spec, write_lines, write_orders
 
@@ -93,6 +95,60 @@ def test_a_replayed_batch_writes_nothing_twice_in_either_table(spark, lake):
     assert {r.run_id for r in quarantine(spark, spec, lake).collect()} == {"t"}
 
 
+def test_a_crash_between_the_quarantine_and_the_sink_commit_writes_each_quarantined_record_once(
+        spark, lake, monkeypatch):
+    spec = make_spec(orders_spec())
+    write_mixed_orders(lake.lake_root / "landing" / "orders")
+    # BatchWriter commits the quarantine rows, then the sink rows: two Delta transactions. A driver that dies
+    # between them leaves the quarantine commit, no sink commit and no commits/0 in the checkpoint. The sink
+    # write failing once leaves exactly that state, without editing a Delta log by hand.
+    def sink_write_fails(*_args, **_kwargs):
+        raise RuntimeError("driver lost before the sink commit")
+
+    monkeypatch.setattr(batch_writer, "write_sink", sink_write_fails)
+    with pytest.raises(RunFailed, match="^driver lost before the sink commit$") as failed:
+        run(spark, spec, lake)
+    monkeypatch.undo()
+    checkpoint = Path(spec.checkpoint_path(lake))
+    assert (checkpoint / "offsets" / "0").exists() and not (checkpoint / "commits" / "0").exists()
+    assert table(spark, spec, lake).count() == 0
+    assert sorted(r.raw for r in quarantine(spark, spec, lake).collect()) == sorted([TRUNCATED, WRONG_TYPE,
+                                                                                     NOT_AN_OBJECT])
+    quarantine_version = current_version(spark, spec.quarantine_table_path(lake))
+
+    rerun = run(spark, spec, lake, run_id="rerun")
+
+    # the sink has no transaction for batch 0, so the batch is read again (not skipped); the quarantine table
+    # has it, so Delta skips that write of the batch's rows:
+    # https://docs.delta.io/latest/delta-streaming.html#idempotent-table-writes-in-foreachbatch
+    assert rerun["skipped_batches"] == [] and [b["batch_id"] for b in rerun["micro_batches"]] == [0]
+    assert sorted(r.id for r in table(spark, spec, lake).collect()) == [*range(12), 14, 15, 16]
+    bad = sorted((r.raw, r.batch_id, r.run_id) for r in quarantine(spark, spec, lake).collect())
+    assert bad == sorted([(TRUNCATED, 0, "t"), (WRONG_TYPE, 0, "t"), (NOT_AN_OBJECT, 0, "t")])
+    assert current_version(spark, spec.quarantine_table_path(lake)) == quarantine_version
+    # the ledger counts them once: the failed run reported no batch, the rerun reports the batch's 3
+    assert (failed.value.summary["batches"], failed.value.summary["quarantined_rows"]) == (0, 0)
+    assert (rerun["output_rows"], rerun["quarantined_rows"]) == (15, 3)
+
+
+@pytest.mark.parametrize("where", ["relative", "absolute"])
+def test_quarantine_path_puts_the_quarantine_table_there(spark, lake, tmp_path, where):
+    elsewhere = tmp_path / "elsewhere" / "rejected"
+    quarantine_path = "quality/orders_rejected" if where == "relative" else str(elsewhere)
+    spec = make_spec(orders_spec(quarantine_path=quarantine_path))
+    write_lines(lake.lake_root / "landing" / "orders" / "a.json", [order(1), TRUNCATED, order(2)])
+
+    summary = run(spark, spec, lake)
+
+    expected = lake.lake_root.resolve() / "quality" / "orders_rejected" if where == "relative" else elsewhere
+    assert summary["quarantine"] == str(expected)
+    rows = spark.read.format("delta").load(str(expected)).collect()
+    assert [(r.raw, r.error) for r in rows] == [
+        (TRUNCATED, "not a JSON object (malformed, truncated, or not {...})")]
+    assert not (lake.lake_root / "_quarantine").exists()
+    assert sorted(r.id for r in table(spark, spec, lake).collect()) == [1, 2]
+
+
 def test_csv_rows_that_do_not_fit_are_quarantined_and_quoted_newlines_are_one_record(spark, lake):
     spec = make_spec({
         "name": "customers",
@@ -147,6 +203,7 @@ EXPECTATIONS = [
     {"name": "has_customer", "rule": "customer IS NOT NULL", "on_violation": "warn"},
     {"name": "not_a_test", "rule": "customer <> 'test'", "on_violation": "drop"},
     {"name": "positive_amount", "rule": "amount > 0", "on_violation": "quarantine"},
+    {"name": "usual_amount", "rule": "amount < 100", "on_violation": "warn"},
 ]
 
 
@@ -154,19 +211,22 @@ def test_expectations_warn_drop_and_quarantine(spark, lake):
     spec = make_spec(orders_spec(expectations=EXPECTATIONS,
                                  transform={"sql": "SELECT id, customer, amount * 2 AS amount FROM source"}))
     rows = [order(1), order(2, customer=None), order(3, customer="test"), order(4, amount=-1.0),
-            order(5, customer="test", amount=0.0), order(6, customer=None, amount=None)]
+            order(5, customer="test", amount=0.0), order(6, customer=None, amount=None), order(7, amount=60.0)]
     write_lines(lake.lake_root / "landing" / "orders" / "a.json", rows)
 
     summary = run(spark, spec, lake)
 
-    assert sorted(r.id for r in table(spark, spec, lake).collect()) == [1]
+    # 7 violates only usual_amount (warn): counted, and kept as it is
+    assert {r.id: (r.customer, r.amount) for r in table(spark, spec, lake).collect()} == {
+        1: ("c1", 5.0), 7: ("c7", 120.0)}
     assert summary["expectations"] == {
         "has_customer": {"rule": "customer IS NOT NULL", "on_violation": "warn", "violations": 2},
         "not_a_test": {"rule": "customer <> 'test'", "on_violation": "drop", "violations": 4},  # NULL violates
         "positive_amount": {"rule": "amount > 0", "on_violation": "quarantine", "violations": 3},
+        "usual_amount": {"rule": "amount < 100", "on_violation": "warn", "violations": 2},  # 6 (NULL) and 7
     }
     # 2 and 3 dropped (a NULL customer violates not_a_test too); 5 and 6 violate both: quarantine wins
-    assert (summary["dropped_rows"], summary["quarantined_rows"], summary["output_rows"]) == (2, 3, 1)
+    assert (summary["dropped_rows"], summary["quarantined_rows"], summary["output_rows"]) == (2, 3, 2)
     bad = {json.loads(r.raw)["id"]: (r.expectation, r.error, r.source) for r in quarantine(spark, spec, lake).collect()}
     assert bad == {
         4: ("positive_amount", "expectation(s) violated: positive_amount", None),
