@@ -15,7 +15,7 @@ STAMPS := var/stamps
 export SPARK_LOCAL_IP := 127.0.0.1
 export PYSPARK_PYTHON := $(CURDIR)/$(BIN)/python
 
-.PHONY: help install venv jars airflow-db demo test test-fast bench lock lint chaos chaos-jar jvm-archive clean clean-data airflow-standalone kafka-up kafka-down
+.PHONY: help install venv jars airflow-db demo test test-fast bench lock lint chaos chaos-jar jvm-archive clean clean-data airflow-standalone kafka-up kafka-down stack stack-down system-packages
 
 help:
 	@echo "make demo    install everything, ingest sample data twice through Airflow, show the table"
@@ -25,6 +25,7 @@ help:
 	@echo "make airflow-standalone   the Airflow UI on http://127.0.0.1:8080 (SQLite, low parallelism)"
 	@echo "make kafka-up / kafka-down  a local Kafka broker (KRaft) on 127.0.0.1:9092 (SLUICE_KAFKA_PORT)"
 	@echo "make chaos   kill runs at random moments (50 rounds per pipeline): 0 lost, 0 duplicated, or exit 1"
+	@echo "make stack / stack-down  docker-compose's topology as local processes: PostgreSQL, Airflow, Spark standalone, Kafka"
 
 # --- set-up ---------------------------------------------------------------------------------------
 
@@ -39,7 +40,7 @@ $(STAMPS)/venv: pyproject.toml requirements.lock
 
 # After changing pyproject.toml's dependencies: pin the whole set again.
 lock: $(STAMPS)/venv
-	$(BIN)/uv pip compile pyproject.toml --extra test --extra bench --python-version 3.11 -q -o requirements.lock
+	$(BIN)/uv pip compile pyproject.toml --extra test --extra bench --extra team --python-version 3.11 -q -o requirements.lock
 
 # Unused names and import order (pyflakes + isort rules), with a pinned ruff run by uv.
 RUFF_VERSION := 0.14.5
@@ -74,7 +75,7 @@ $(STAMPS)/airflow-db: $(STAMPS)/venv
 	$(BIN)/sluice airflow db migrate > /dev/null
 	@touch $@
 
-install: venv jars chaos-jar jvm-archive airflow-db
+install: venv jars chaos-jar jvm-archive airflow-db system-packages
 
 # --- the two commands ---------------------------------------------------------------------------
 
@@ -98,6 +99,28 @@ test-fast: install
 
 airflow-standalone: install
 	$(BIN)/sluice airflow standalone
+
+# Debian packages: PostgreSQL (the stack's metadata DB), Chromium (the UI test drives it through Playwright;
+# browser downloads do not work here) and docker-compose (its `config` validates docker-compose.yaml without a
+# Docker engine). Checked on every call, installed only when missing.
+system-packages:
+	@missing=""; \
+	  ls /usr/lib/postgresql/*/bin/postgres > /dev/null 2>&1 || missing="$$missing postgresql"; \
+	  command -v chromium > /dev/null 2>&1 || missing="$$missing chromium"; \
+	  command -v docker-compose > /dev/null 2>&1 || missing="$$missing docker-compose"; \
+	  if [ -n "$$missing" ]; then \
+	    SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	    echo "installing Debian packages:$$missing"; \
+	    $$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q $$missing; fi
+
+# The sample DAGs run on their schedules once it is up: a first drop of sample data lands if the lake has none.
+stack: install
+	$(BIN)/sluice stack up
+	@test -d "$${SLUICE_LAKE_ROOT:-var/lake}/landing" || $(BIN)/python include/generate_sample_data.py --drop 1 \
+	  --kafka "127.0.0.1:$${SLUICE_KAFKA_PORT:-9092}"
+
+stack-down: venv
+	$(BIN)/sluice stack down
 
 kafka-up: venv jars
 	$(BIN)/sluice kafka up

@@ -273,6 +273,36 @@ def cmd_kafka(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def cmd_stack(args: argparse.Namespace, settings: Settings) -> int:
+    """The docker-compose topology as local processes (PostgreSQL, Airflow, Spark standalone, Kafka)."""
+    from sluice.stack import Stack, StackError
+
+    stack = Stack(settings)
+    if args.action == "up":
+        try:
+            stack.up()
+        except StackError as err:
+            print(f"sluice stack: {err}", file=sys.stderr)
+            return 1
+        env = stack.env
+        print(f"stack: up. Airflow http://127.0.0.1:{env['AIRFLOW__API__PORT']} (admin / admin), Spark master "
+              f"{env['SLUICE_SPARK_MASTER']} (UI http://127.0.0.1:{stack.ports.spark_master_ui}), Kafka "
+              f"127.0.0.1:{settings.kafka_port}, PostgreSQL 127.0.0.1:{stack.ports.postgres}; logs in {stack.logs}")
+        print("stack: talk to it with  eval \"$(.venv/bin/sluice stack env)\"; stop it with  make stack-down")
+    elif args.action == "down":
+        stopped = stack.down()
+        print(f"stack: stopped {', '.join(stopped) if stopped else 'nothing (not running)'}")
+    elif args.action == "status":
+        status = stack.status()
+        for name, up in status.items():
+            print(f"{name:24} {'running' if up else 'stopped'}")
+        return 0 if all(status.values()) else 1
+    elif args.action == "env":
+        for key in sorted(k for k in stack.env if k.startswith(("AIRFLOW", "SLUICE", "SPARK", "PYSPARK"))):
+            print(f"export {key}={shlex.quote(stack.env[key])}")
+    return 0
+
+
 def cmd_env(args: argparse.Namespace, settings: Settings) -> int:
     for key, value in sorted(project_env(settings).items()):
         print(f"export {key}={shlex.quote(value)}")
@@ -330,6 +360,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("topic", nargs="?", help="with create-topic: the topic's name")
     p.add_argument("--partitions", type=int, default=3, help="with create-topic (default 3)")
     p.set_defaults(func=cmd_kafka)
+
+    p = sub.add_parser("stack", help="the team topology as local processes: up, down, status, env")
+    p.add_argument("action", choices=["up", "down", "status", "env"])
+    p.set_defaults(func=cmd_stack)
 
     p = sub.add_parser("env", help="print the project's environment as shell exports")
     p.set_defaults(func=cmd_env)

@@ -5,13 +5,7 @@ with the current spec, serialized by the pipeline lock, the checkpoint untouched
 from __future__ import annotations
 
 import json
-import os
-import signal
-import socket
 import subprocess
-import time
-import urllib.error
-import urllib.request
 from datetime import date
 from pathlib import Path
 
@@ -19,61 +13,16 @@ import pytest
 
 from sluice.ledger import latest_runs
 from tests.e2e.conftest import BIN
+from tests.e2e.live_airflow import Api, airflow, airflow_standalone, wait_for
 from tests.helpers import tree_digest, write_lines, write_spec
 from tests.spark_jobs.test_chain import BRONZE, order
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def airflow(env: dict[str, str], *args: str, timeout: int = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([str(BIN / "sluice"), "airflow", *args], capture_output=True, text=True, env=env,
-                          timeout=timeout, stdin=subprocess.DEVNULL)
-
-
 @pytest.fixture
 def standalone(lake, tmp_path):
-    """`sluice airflow standalone` with an Airflow home of its own; yields the environment to talk to it."""
-    port = free_port()
-    home = tmp_path / "airflow-home"
-    env = {
-        **os.environ,
-        "SLUICE_AIRFLOW_HOME": str(home),
-        "AIRFLOW__API__PORT": str(port),
-        "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{port}/execution/",
-        # only the backfill's runs: no scheduled run of the DAG beside them
-        "AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE": "False",
-        "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
-        "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
-    }
-    env.pop("AIRFLOW_HOME", None)
-    log = (tmp_path / "standalone.log").open("w")
-    process = subprocess.Popen([str(BIN / "sluice"), "airflow", "standalone"], env=env, stdout=log,
-                               stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
-    try:
-        yield env, tmp_path / "standalone.log"
-    finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(60)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-        log.close()
-
-
-def wait_for(what: str, check, timeout: float, log: Path):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        result = check()
-        if result:
-            return result
-        time.sleep(3)
-    raise AssertionError(f"timed out waiting for {what}; standalone's output ends:\n"
-                         + log.read_text(errors="replace")[-5000:])
+    # only the backfill's runs: no scheduled run of the DAG beside them
+    with airflow_standalone(tmp_path, {"AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE": "False"}) as running:
+        yield running
 
 
 def test_airflow_backfill_create_rebuilds_each_day_of_the_range(lake, spark, standalone, tmp_path):
@@ -127,50 +76,21 @@ def test_airflow_backfill_create_rebuilds_each_day_of_the_range(lake, spark, sta
     assert {r["dag_id"] for r in backfills} == {"af_days"} and all(r["status"] == "succeeded" for r in backfills)
 
     # the UI's backfill dialog: it logs in, asks the dry-run endpoint which runs it would create, then posts
-    # the backfill -- the same REST calls here, for one day, again with a changed transform
+    # the backfill -- the same REST calls here, for two days, again with a changed transform
     write_spec(lake.pipelines_dir, {**spec, "transform": {"sql": "SELECT id, ts, customer, amount * 100 AS amount, "
                                                                  "_rescued, to_date(ts) AS day FROM source"}})
     api = Api(env)
     # Airflow allows one active backfill per DAG; the scheduler marks the CLI's complete a little after its runs
     wait_for("the CLI's backfill to be marked complete", lambda: all(
         b.get("completed_at") for b in api.get("/api/v2/backfills?dag_id=af_days")["backfills"]), 300, log)
-    body = {"dag_id": "af_days", "from_date": "2026-11-02T00:00:00Z", "to_date": "2026-11-02T00:00:00Z",
+    body = {"dag_id": "af_days", "from_date": "2026-11-02T00:00:00Z", "to_date": "2026-11-03T00:00:00Z",
             "reprocess_behavior": "completed", "max_active_runs": 10, "run_backwards": False, "dag_run_conf": {}}
     planned = api.post("/api/v2/backfills/dry_run", body)
-    assert [r["logical_date"][:10] for r in planned["backfills"]] == ["2026-11-02"], planned
+    assert sorted(r["logical_date"][:10] for r in planned["backfills"]) == ["2026-11-02", "2026-11-03"], planned
     backfill_id = api.post("/api/v2/backfills", body)["id"]
     wait_for("the UI's backfill to complete",
              lambda: api.get(f"/api/v2/backfills/{backfill_id}").get("completed_at"), 600, log)
     table = spark.read.format("delta").load(str(lake.lake_root / "af_days"))
     assert sorted((r.day, r.amount) for r in table.collect()) == sorted(
-        [(date(2026, 11, d), a) for d, a in ((1, 10.0), (2, 100.0), (3, 10.0), (4, 1.0)) for _ in range(3)])
+        [(date(2026, 11, d), a) for d, a in ((1, 10.0), (2, 100.0), (3, 100.0), (4, 1.0)) for _ in range(3)])
     assert tree_digest(checkpoint) == before
-
-
-class Api:
-    """The Airflow REST API as the UI uses it: a token from the login endpoint, then JSON calls."""
-
-    def __init__(self, env: dict[str, str]):
-        self.base = f"http://127.0.0.1:{env['AIRFLOW__API__PORT']}"
-        home = Path(env["SLUICE_AIRFLOW_HOME"])
-        users = json.loads((home / "simple_auth_manager_passwords.json.generated").read_text(encoding="utf-8"))
-        username, password = next(iter(users.items()))
-        self.token = self._call("POST", "/auth/token", {"username": username, "password": password})["access_token"]
-
-    def _call(self, method: str, path: str, body: dict | None = None) -> dict:
-        request = urllib.request.Request(self.base + path, method=method,
-                                         data=json.dumps(body).encode() if body is not None else None)
-        request.add_header("Content-Type", "application/json")
-        if getattr(self, "token", None):
-            request.add_header("Authorization", f"Bearer {self.token}")
-        try:
-            with urllib.request.urlopen(request, timeout=60) as response:
-                return json.loads(response.read() or b"{}")
-        except urllib.error.HTTPError as err:
-            raise AssertionError(f"{method} {path}: HTTP {err.code}: {err.read()[:2000]!r}") from None
-
-    def get(self, path: str) -> dict:
-        return self._call("GET", path)
-
-    def post(self, path: str, body: dict) -> dict:
-        return self._call("POST", path, body)

@@ -1,0 +1,40 @@
+# syntax=docker/dockerfile:1
+# One image for every sluice service of docker-compose.yaml: the Airflow 3 services, the Spark standalone master
+# and worker, and the spark-submit drivers the Airflow tasks start. It holds the project, its pinned Python
+# dependencies (requirements.lock) and the jars Maven fetches from the pinned pom.xml -- nothing is downloaded
+# at run time.
+FROM python:3.11-slim-bookworm
+
+ENV DEBIAN_FRONTEND=noninteractive
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends openjdk-17-jdk-headless maven make curl procps tini \
+ && rm -rf /var/lib/apt/lists/*
+
+WORKDIR /opt/sluice
+# dependencies first: the layers stay cached while only the project's code changes
+COPY pyproject.toml requirements.lock ./
+RUN python -m venv .venv \
+ && .venv/bin/pip install -q --no-cache-dir "uv==0.13.9" \
+ && .venv/bin/uv pip install --python .venv/bin/python -q --no-cache -r requirements.lock
+COPY pom.xml ./
+RUN mvn -q -B -P spark-jars package && mvn -q -B -P kafka-broker package && rm -rf /root/.m2 target
+
+COPY . .
+RUN .venv/bin/uv pip install --python .venv/bin/python -q --no-cache --no-deps -e . \
+ && mkdir -p /data/lake /data/checkpoints
+
+ENV PATH=/opt/sluice/.venv/bin:/opt/sluice/.venv/lib/python3.11/site-packages/pyspark/bin:$PATH \
+    JAVA_HOME=/usr/lib/jvm/java-17-openjdk-amd64 \
+    SPARK_HOME=/opt/sluice/.venv/lib/python3.11/site-packages/pyspark \
+    SLUICE_HOME=/opt/sluice \
+    SLUICE_JARS=/opt/sluice/var/jars \
+    SLUICE_LAKE_ROOT=/data/lake \
+    SLUICE_CHECKPOINT_ROOT=/data/checkpoints \
+    PYSPARK_PYTHON=/opt/sluice/.venv/bin/python \
+    PYSPARK_DRIVER_PYTHON=/opt/sluice/.venv/bin/python \
+    AIRFLOW_HOME=/opt/airflow \
+    AIRFLOW__CORE__DAGS_FOLDER=/opt/sluice/dags \
+    AIRFLOW__CORE__PLUGINS_FOLDER=/opt/sluice/plugins
+
+ENTRYPOINT ["/usr/bin/tini", "--"]
+CMD ["sluice", "--help"]

@@ -1,0 +1,96 @@
+"""A running Airflow for end-to-end tests: `airflow standalone` (api-server, scheduler, dag-processor,
+triggerer on SQLite) with a home and a port of its own, and its REST API as the UI calls it."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from contextlib import contextmanager
+from pathlib import Path
+
+from sluice.kafka_broker import free_port
+from tests.e2e.conftest import BIN
+
+
+def airflow(env: dict[str, str], *args: str, timeout: int = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([str(BIN / "sluice"), "airflow", *args], capture_output=True, text=True, env=env,
+                          timeout=timeout, stdin=subprocess.DEVNULL)
+
+
+@contextmanager
+def airflow_standalone(tmp_path: Path, overrides: dict[str, str] | None = None):
+    """`sluice airflow standalone` with an Airflow home of its own; yields (environment, log file)."""
+    port = free_port()
+    env = {
+        **os.environ,
+        "SLUICE_AIRFLOW_HOME": str(tmp_path / "airflow-home"),
+        "AIRFLOW__API__PORT": str(port),
+        "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{port}/execution/",
+        "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
+        "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
+        **(overrides or {}),
+    }
+    env.pop("AIRFLOW_HOME", None)
+    log_path = tmp_path / "standalone.log"
+    with log_path.open("w") as log:
+        process = subprocess.Popen([str(BIN / "sluice"), "airflow", "standalone"], env=env, stdout=log,
+                                   stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+        try:
+            yield env, log_path
+        finally:
+            os.killpg(process.pid, signal.SIGTERM)
+            try:
+                process.wait(60)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+
+
+def wait_for(what: str, check, timeout: float, log: Path):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        result = check()
+        if result:
+            return result
+        time.sleep(3)
+    raise AssertionError(f"timed out waiting for {what}; the server's output ends:\n"
+                         + log.read_text(errors="replace")[-5000:])
+
+
+def standalone_credentials(env: dict[str, str]) -> tuple[str, str]:
+    """The admin user and the password `airflow standalone` generated for it."""
+    home = Path(env["SLUICE_AIRFLOW_HOME"])
+    users = json.loads((home / "simple_auth_manager_passwords.json.generated").read_text(encoding="utf-8"))
+    return next(iter(users.items()))
+
+
+class Api:
+    """The Airflow REST API as the UI uses it: a token from the login endpoint, then JSON calls."""
+
+    def __init__(self, env: dict[str, str], credentials: tuple[str, str] | None = None):
+        self.base = f"http://127.0.0.1:{env['AIRFLOW__API__PORT']}"
+        username, password = credentials or standalone_credentials(env)
+        self.token = self._call("POST", "/auth/token", {"username": username, "password": password})["access_token"]
+
+    def _call(self, method: str, path: str, body: dict | None = None) -> dict:
+        request = urllib.request.Request(self.base + path, method=method,
+                                         data=json.dumps(body).encode() if body is not None else None)
+        request.add_header("Content-Type", "application/json")
+        if getattr(self, "token", None):
+            request.add_header("Authorization", f"Bearer {self.token}")
+        try:
+            with urllib.request.urlopen(request, timeout=60) as response:
+                return json.loads(response.read() or b"{}")
+        except urllib.error.HTTPError as err:
+            raise AssertionError(f"{method} {path}: HTTP {err.code}: {err.read()[:2000]!r}") from None
+
+    def get(self, path: str) -> dict:
+        return self._call("GET", path)
+
+    def post(self, path: str, body: dict) -> dict:
+        return self._call("POST", path, body)

@@ -1,0 +1,177 @@
+"""The Airflow UI, driven like a person would: Debian's Chromium (Playwright with the system browser, no
+browser download) against a running `airflow standalone`. Log in, open a pipeline's DAG page, trigger it with
+the params form -- a dry run first, then an incremental run --, wait for success, read the run summary in
+the task's XCom tab. The downstream pipeline, scheduled on the upstream table's Asset, runs by itself after
+the incremental run and only then (the dry run wrote nothing, so it emitted no Asset event).
+
+Screenshots are kept in var/test-artifacts/ui/ (SLUICE_TEST_ARTIFACTS to put them elsewhere)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import time
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+
+from tests.e2e.live_airflow import (
+    Api,
+    airflow_standalone,
+    standalone_credentials,
+    wait_for,
+)
+from tests.helpers import (
+    orders_spec,
+    tree_digest,
+    write_lines,
+    write_orders,
+    write_spec,
+)
+
+PROJECT = Path(__file__).resolve().parents[2]
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+
+
+@pytest.fixture
+def artifacts() -> Path:
+    folder = Path(os.environ.get("SLUICE_TEST_ARTIFACTS") or PROJECT / "var" / "test-artifacts") / "ui"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+@pytest.fixture
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    assert Path(CHROMIUM).exists(), "Chromium is missing: `make install` installs Debian's chromium package"
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        yield chromium
+        chromium.close()
+
+
+def trigger_from_the_form(page, base: str, dag_id: str, mode: str) -> str:
+    """Open the DAG page, click Trigger, pick the run mode in the params form, submit; the run's id."""
+    page.goto(f"{base}/dags/{dag_id}")
+    page.get_by_role("button", name="Trigger").first.click()
+    dialog = page.get_by_role("dialog")
+    dialog.get_by_text("Run Parameters").wait_for()
+    if mode != "incremental":  # the form's default
+        dialog.get_by_role("combobox").first.click()
+        page.get_by_role("option", name=mode, exact=True).click()
+    dialog.get_by_text(mode, exact=True).wait_for()
+    dialog.get_by_role("button", name="Trigger").last.click()
+    # the UI opens the new run's page
+    page.wait_for_url(f"{base}/dags/{dag_id}/runs/**")
+    return page.url.split("/runs/", 1)[1]
+
+
+def test_trigger_a_pipeline_from_the_ui_form_and_read_its_summary(lake, spark, browser, artifacts, tmp_path):
+    # Given an upstream pipeline with 40 good orders and a bad one, and a downstream pipeline on its Asset
+    write_spec(lake.pipelines_dir, orders_spec(name="ui_orders"))
+    write_spec(lake.pipelines_dir, {"name": "ui_orders_copy", "schedule": {"asset": "ui_orders"},
+                                    "source": {"format": "delta", "pipeline": "ui_orders"},
+                                    "sink": {"path": "silver/ui_orders"}})
+    landing = lake.lake_root / "landing" / "orders"
+    write_orders(landing, "a.json", range(40))
+    write_lines(landing / "bad.json", ['{"id": 40, "amount": "a lot"}'])
+    with airflow_standalone(tmp_path) as (env, log):
+        base = f"http://127.0.0.1:{env['AIRFLOW__API__PORT']}"
+        api = wait_for("the API server", lambda: _api(env), 300, log)
+        wait_for("the DAGs of both specs", lambda: _dag_ids(api) >= {"ui_orders", "ui_orders_copy"}, 300, log)
+        context = browser.new_context(viewport={"width": 1400, "height": 1000},
+                                      permissions=["clipboard-read", "clipboard-write"])
+        page = context.new_page()
+
+        # When a person logs in
+        page.goto(base + "/")
+        username, password = standalone_credentials(env)
+        page.get_by_label("Username").fill(username)
+        page.get_by_label("Password").fill(password)
+        page.get_by_role("button", name="Sign in").click()
+        page.wait_for_url(base + "/")
+        page.goto(f"{base}/dags/ui_orders")
+        page.get_by_text("SluicePipelineOperator").or_(page.get_by_text("ingest", exact=True)).first.wait_for()
+        page.wait_for_load_state("networkidle")
+        page.screenshot(path=str(artifacts / "1-dag-page.png"))
+
+        # and triggers a dry run from the params form
+        dry_run = trigger_from_the_form(page, base, "ui_orders", "dry_run")
+        assert _wait_for_run(api, "ui_orders", dry_run, log) == "success"
+        summary = _summary_in_the_xcom_tab(page, base, "ui_orders", dry_run)
+        page.screenshot(path=str(artifacts / "2-dry-run-summary.png"), full_page=True)
+        # Then the summary says what the next run would ingest, and nothing was written
+        assert (summary["mode"], summary["dry_run"], summary["status"]) == ("dry_run", True, "succeeded")
+        assert (summary["input_rows"], summary["output_rows"], summary["quarantined_rows"]) == (41, 40, 1)
+        assert not (lake.lake_root / "bronze" / "orders").exists()
+        checkpoint = lake.checkpoint_root / "ui_orders"
+        before = tree_digest(checkpoint) if checkpoint.exists() else {}
+
+        # When the incremental run is triggered the same way
+        incremental = trigger_from_the_form(page, base, "ui_orders", "incremental")
+        assert _wait_for_run(api, "ui_orders", incremental, log) == "success"
+        summary = _summary_in_the_xcom_tab(page, base, "ui_orders", incremental)
+        page.screenshot(path=str(artifacts / "3-incremental-summary.png"), full_page=True)
+        assert (summary["mode"], summary["dry_run"], summary["status"]) == ("incremental", False, "succeeded")
+        assert (summary["input_rows"], summary["output_rows"], summary["quarantined_rows"]) == (41, 40, 1)
+        page.goto(f"{base}/dags/ui_orders/runs/{quote(incremental, safe='')}")
+        page.get_by_text("Success").first.wait_for()
+        assert tree_digest(checkpoint) != before
+
+        # Then the downstream pipeline ran because of the table's Asset event -- once, not after the dry run
+        copy_runs = wait_for("the Asset-triggered run of ui_orders_copy", lambda: _finished_runs(
+            api, "ui_orders_copy"), 600, log)
+        assert [(r["run_type"], r["state"]) for r in copy_runs] == [("asset_triggered", "success")], copy_runs
+        page.goto(f"{base}/dags/ui_orders_copy")
+        page.get_by_text("sluice.ui_orders", exact=True).first.wait_for()  # its schedule: the upstream Asset
+        page.get_by_text("ingest", exact=True).first.wait_for()
+        page.wait_for_load_state("networkidle")
+        page.screenshot(path=str(artifacts / "4-downstream-dag.png"))
+        time.sleep(10)  # a second, unwanted run would have been created by now
+        assert len(api.get("/api/v2/dags/ui_orders_copy/dagRuns")["dag_runs"]) == 1
+
+    bronze = spark.read.format("delta").load(str(lake.lake_root / "bronze" / "orders"))
+    silver = spark.read.format("delta").load(str(lake.lake_root / "silver" / "ui_orders"))
+    assert sorted(r.id for r in bronze.collect()) == list(range(40))
+    assert sorted(r.id for r in silver.collect()) == list(range(40))
+
+
+def _api(env: dict[str, str]) -> Api | None:
+    try:
+        return Api(env)
+    except (OSError, AssertionError):
+        return None
+
+
+def _dag_ids(api: Api) -> set[str]:
+    return {d["dag_id"] for d in api.get("/api/v2/dags?limit=100")["dags"]}
+
+
+def _wait_for_run(api: Api, dag_id: str, run_id: str, log: Path) -> str:
+    path = f"/api/v2/dags/{dag_id}/dagRuns/{quote(run_id, safe='')}"
+    return wait_for(f"{dag_id} run {run_id}", lambda: api.get(path)["state"] in ("success", "failed") and
+                    api.get(path)["state"], 600, log)
+
+
+def _finished_runs(api: Api, dag_id: str) -> list[dict] | None:
+    runs = api.get(f"/api/v2/dags/{dag_id}/dagRuns")["dag_runs"]
+    return runs if runs and all(r["state"] in ("success", "failed") for r in runs) else None
+
+
+def _summary_in_the_xcom_tab(page, base: str, dag_id: str, run_id: str) -> dict:
+    """The ingest task's XCom tab: the run summary is its return value, shown as JSON; the Copy button next to
+    it puts the whole value on the clipboard (the view scrolls past the first keys)."""
+    page.goto(f"{base}/dags/{dag_id}/runs/{quote(run_id, safe='')}/tasks/ingest/xcom")
+    row = page.get_by_role("row").filter(has_text="return_value")
+    row.wait_for()
+    page.wait_for_load_state("networkidle")
+    expand = page.get_by_role("button", name=re.compile("expand", re.I))
+    if expand.count():  # the value shows collapsed: open it as a person would
+        expand.first.click()
+    row.get_by_text('"output_rows"').wait_for()
+    row.get_by_role("button", name="Copy").click()
+    return json.loads(page.evaluate("navigator.clipboard.readText()"))
