@@ -1,0 +1,38 @@
+"""The pipeline lock between runs of one pipeline: a backfill run waits for the running run (an Airflow backfill
+starts several days' runs at once), an incremental run is refused at once, a dry run takes no lock."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from sluice.lock import BACKFILL_LOCK_WAIT_SECONDS, PipelineBusy, run_lock
+
+
+def test_a_backfill_run_waits_for_the_running_incremental_run_then_holds_the_lock(tmp_path):
+    incremental = run_lock(tmp_path, "orders", {"run_id": "scheduled__1"}, dry_run=False).acquire()
+    backfill = run_lock(tmp_path, "orders", {"run_id": "backfill__2026-11-02"}, dry_run=False, backfill=True)
+    assert backfill.wait_seconds == BACKFILL_LOCK_WAIT_SECONDS == 3600
+    threading.Timer(1.0, incremental.release).start()
+
+    mark = time.monotonic()
+    with backfill:
+        waited = time.monotonic() - mark
+        # while the backfill holds it, the next incremental run is refused at once, naming the backfill
+        mark = time.monotonic()
+        with pytest.raises(PipelineBusy, match=r"pipeline orders is already running \(pid \d+ on .*, run "
+                                               r"backfill__2026-11-02, since .*\); this run was refused and "
+                                               r"changed nothing"):
+            run_lock(tmp_path, "orders", {"run_id": "scheduled__2"}, dry_run=False).acquire()
+        assert time.monotonic() - mark < 1
+    assert 0.9 <= waited < 10
+    # released: the next incremental run gets it
+    run_lock(tmp_path, "orders", {"run_id": "scheduled__2"}, dry_run=False).acquire().release()
+
+
+def test_a_dry_run_takes_no_lock_so_it_runs_beside_a_real_run(tmp_path):
+    with run_lock(tmp_path, "orders", {"run_id": "scheduled__1"}, dry_run=False):
+        with run_lock(tmp_path, "orders", {"run_id": "manual__dry"}, dry_run=True) as dry:
+            assert dry is None
