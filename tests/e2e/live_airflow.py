@@ -7,7 +7,6 @@ import json
 import os
 import signal
 import subprocess
-import time
 import urllib.error
 import urllib.request
 from contextlib import contextmanager
@@ -49,17 +48,6 @@ def airflow_standalone(tmp_path: Path, overrides: dict[str, str] | None = None):
             except subprocess.TimeoutExpired:
                 os.killpg(process.pid, signal.SIGKILL)
                 process.wait()
-
-
-def wait_for(what: str, check, timeout: float, log: Path):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        result = check()
-        if result:
-            return result
-        time.sleep(3)
-    raise AssertionError(f"timed out waiting for {what}; the server's output ends:\n"
-                         + log.read_text(errors="replace")[-5000:])
 
 
 def standalone_credentials(env: dict[str, str]) -> tuple[str, str]:

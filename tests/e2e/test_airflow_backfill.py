@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from sluice.ledger import latest_runs
-from tests.e2e.conftest import BIN
-from tests.e2e.live_airflow import Api, airflow, airflow_standalone, wait_for
+from tests.e2e.conftest import BIN, wait_for
+from tests.e2e.live_airflow import Api, airflow, airflow_standalone
 from tests.helpers import tree_digest, write_lines, write_spec
 from tests.spark_jobs.test_chain import BRONZE, order
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from bench.chaos import Harness
 from sluice.process import descendants
-from tests.e2e.conftest import BIN, last_json_line, sluice
+from tests.e2e.conftest import BIN, last_json_line, sluice, wait_for
 from tests.helpers import orders_spec, write_orders, write_spec
 
 
@@ -31,14 +31,10 @@ def driver_processes(root: int) -> dict[str, list[int]]:
     return found
 
 
-def wait_for(condition, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+def both_running(root: int) -> dict[str, list[int]] | None:
+    """The spark-submit JVM and the Python driver under ``root``, once both are there."""
+    found = driver_processes(root)
+    return found if found["jvm"] and found["driver"] else None
 
 
 def alive(pid: int) -> bool:
@@ -59,7 +55,7 @@ def test_a_second_run_is_refused_at_once_naming_the_first_which_completes(lake, 
     write_orders(lake.lake_root / "landing" / "orders", "a.json", range(0, 40))
     first = start("run", str(spec_path))
     lock_file = lake.checkpoint_root / "_locks" / "orders.lock"
-    wait_for(lambda: lock_file.is_file() and lock_file.read_text(), 60, "the first run's lock")
+    wait_for("the first run's lock", lambda: lock_file.is_file() and lock_file.read_text(), 60, every=0.2)
 
     started = time.monotonic()
     second = sluice("run", "orders")
@@ -78,13 +74,12 @@ def test_killing_the_launcher_stops_its_spark_driver_and_jvm(lake, spark):
     spec_path = write_spec(lake.pipelines_dir, orders_spec())
     write_orders(lake.lake_root / "landing" / "orders", "a.json", range(0, 25))
     launcher = start("run", str(spec_path))
-    tree = wait_for(lambda: (lambda f: f if f["jvm"] and f["driver"] else None)(driver_processes(launcher.pid)),
-                    90, "spark-submit and the Python driver")
+    tree = wait_for("spark-submit and the Python driver", lambda: both_running(launcher.pid), 90, every=0.2)
 
     os.kill(launcher.pid, signal.SIGKILL)  # the launcher only: its children are left to themselves
     launcher.wait()
     survivors = lambda: [p for p in tree["jvm"] + tree["driver"] if alive(p)]  # noqa: E731
-    wait_for(lambda: not survivors(), 30, f"the orphaned driver processes {survivors()} to stop")
+    wait_for(f"the orphaned driver processes {survivors()} to stop", lambda: not survivors(), 30, every=0.2)
 
     # no orphan writer: the next run takes the lock and ingests every row exactly once
     again = sluice("run", "orders")
@@ -100,8 +95,7 @@ def test_airflow_on_kill_kills_the_whole_spark_submit_tree(lake, airflow_db):
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=dict(os.environ),
         stdin=subprocess.DEVNULL, start_new_session=True,
     )
-    tree = wait_for(lambda: (lambda f: f if f["jvm"] and f["driver"] else None)(driver_processes(task.pid)),
-                    120, "the task's spark-submit and Python driver")
+    tree = wait_for("the task's spark-submit and Python driver", lambda: both_running(task.pid), 120, every=0.2)
 
     task.send_signal(signal.SIGTERM)  # what Airflow sends a task it stops (UI "mark failed", timeout)
     output, _ = task.communicate(timeout=120)

@@ -18,12 +18,8 @@ from urllib.parse import quote
 
 import pytest
 
-from tests.e2e.live_airflow import (
-    Api,
-    airflow_standalone,
-    standalone_credentials,
-    wait_for,
-)
+from tests.e2e.conftest import wait_for
+from tests.e2e.live_airflow import Api, airflow_standalone, standalone_credentials
 from tests.helpers import (
     orders_spec,
     tree_digest,
@@ -54,8 +50,10 @@ def browser():
         chromium.close()
 
 
-def trigger_from_the_form(page, base: str, dag_id: str, mode: str) -> str:
-    """Open the DAG page, click Trigger, pick the run mode in the params form, submit; the run's id."""
+def run_from_the_form(page, api: Api, log: Path, dag_id: str, mode: str, screenshot: Path) -> dict:
+    """Open the DAG page, click Trigger, pick the run mode in the params form, submit; wait for the run to
+    succeed; its run summary, read in the task's XCom tab (saved as ``screenshot``)."""
+    base = api.base
     page.goto(f"{base}/dags/{dag_id}")
     page.get_by_role("button", name="Trigger").first.click()
     dialog = page.get_by_role("dialog")
@@ -65,9 +63,15 @@ def trigger_from_the_form(page, base: str, dag_id: str, mode: str) -> str:
         page.get_by_role("option", name=mode, exact=True).click()
     dialog.get_by_text(mode, exact=True).wait_for()
     dialog.get_by_role("button", name="Trigger").last.click()
-    # the UI opens the new run's page
+    # the UI opens the new run's page, which shows its state once it is done
     page.wait_for_url(f"{base}/dags/{dag_id}/runs/**")
-    return page.url.split("/runs/", 1)[1]
+    run_id = page.url.split("/runs/", 1)[1]
+    assert _wait_for_run(api, dag_id, run_id, log) == "success"
+    page.reload()
+    page.get_by_text("Success").first.wait_for()
+    summary = _summary_in_the_xcom_tab(page, base, dag_id, run_id)
+    page.screenshot(path=str(screenshot), full_page=True)
+    return summary
 
 
 def test_trigger_a_pipeline_from_the_ui_form_and_read_its_summary(lake, spark, browser, artifacts, tmp_path):
@@ -100,10 +104,7 @@ def test_trigger_a_pipeline_from_the_ui_form_and_read_its_summary(lake, spark, b
         page.screenshot(path=str(artifacts / "1-dag-page.png"))
 
         # and triggers a dry run from the params form
-        dry_run = trigger_from_the_form(page, base, "ui_orders", "dry_run")
-        assert _wait_for_run(api, "ui_orders", dry_run, log) == "success"
-        summary = _summary_in_the_xcom_tab(page, base, "ui_orders", dry_run)
-        page.screenshot(path=str(artifacts / "2-dry-run-summary.png"), full_page=True)
+        summary = run_from_the_form(page, api, log, "ui_orders", "dry_run", artifacts / "2-dry-run-summary.png")
         # Then the summary says what the next run would ingest, and nothing was written
         assert (summary["mode"], summary["dry_run"], summary["status"]) == ("dry_run", True, "succeeded")
         assert (summary["input_rows"], summary["output_rows"], summary["quarantined_rows"]) == (41, 40, 1)
@@ -112,14 +113,10 @@ def test_trigger_a_pipeline_from_the_ui_form_and_read_its_summary(lake, spark, b
         before = tree_digest(checkpoint) if checkpoint.exists() else {}
 
         # When the incremental run is triggered the same way
-        incremental = trigger_from_the_form(page, base, "ui_orders", "incremental")
-        assert _wait_for_run(api, "ui_orders", incremental, log) == "success"
-        summary = _summary_in_the_xcom_tab(page, base, "ui_orders", incremental)
-        page.screenshot(path=str(artifacts / "3-incremental-summary.png"), full_page=True)
+        summary = run_from_the_form(page, api, log, "ui_orders", "incremental",
+                                    artifacts / "3-incremental-summary.png")
         assert (summary["mode"], summary["dry_run"], summary["status"]) == ("incremental", False, "succeeded")
         assert (summary["input_rows"], summary["output_rows"], summary["quarantined_rows"]) == (41, 40, 1)
-        page.goto(f"{base}/dags/ui_orders/runs/{quote(incremental, safe='')}")
-        page.get_by_text("Success").first.wait_for()
         assert tree_digest(checkpoint) != before
 
         # Then the downstream pipeline ran because of the table's Asset event -- once, not after the dry run
