@@ -104,9 +104,11 @@ def test_airflow_on_kill_kills_the_whole_spark_submit_tree(lake, airflow_db):
 
 
 def test_short_chaos_run_loses_and_duplicates_nothing(tmp_path, spark, kafka_broker):
-    # every pipeline gets the exact kill between the Delta commit and the checkpoint commit; files also
-    # a kill -9 of the whole process tree at a random moment (`make chaos` runs 50 random rounds each)
-    plan = {"files": ["between_commits", "random"], "kafka": ["between_commits"], "merge": ["between_commits"]}
+    # every pipeline gets the exact kill between the Delta commit and the checkpoint commit; files also a kill -9
+    # of the whole process tree at a random moment, the MERGE a halt right before its Delta commit (`make chaos`
+    # runs 50 random rounds each)
+    plan = {"files": ["between_commits", "random"], "kafka": ["between_commits"],
+            "merge": ["between_commits", "before_commit"]}
     harness = Harness(tmp_path / "chaos", seed=7, kinds=list(plan), modes=["random"],
                       bootstrap=kafka_broker.bootstrap_servers)
     results = harness.run(0, spark, plan=plan)
