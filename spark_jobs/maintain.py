@@ -228,13 +228,10 @@ def main(argv: list[str] | None = None) -> int:
     except SpecError as err:
         print(f"sluice: invalid spec\n{err}", file=sys.stderr)
         return 2
-    from spark_jobs.run_pipeline import watch_launcher
+    from spark_jobs.run_pipeline import airflow_ids, watch_launcher
     from spark_jobs.session import get_session
 
-    airflow = None
-    if args.airflow_dag_id:
-        airflow = {"dag_id": args.airflow_dag_id, "dag_run_id": args.airflow_run_id,
-                   "try_number": args.airflow_try_number}
+    airflow = airflow_ids(args)
     watch_launcher()
     mark = time.monotonic()
     spark = get_session(app_name=f"sluice-maintain-{spec.name}")

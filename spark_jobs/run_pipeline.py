@@ -46,6 +46,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def airflow_ids(args: argparse.Namespace) -> dict | None:
+    """The ids of the Airflow task that launched this run (for the summary and the ledger), if any."""
+    if not args.airflow_dag_id:
+        return None
+    return {"dag_id": args.airflow_dag_id, "dag_run_id": args.airflow_run_id, "try_number": args.airflow_try_number}
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     try:
@@ -58,10 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     from spark_jobs.runner import RunFailed, RunOptions, run_pipeline
     from spark_jobs.session import get_session
 
-    airflow = None
-    if args.airflow_dag_id:
-        airflow = {"dag_id": args.airflow_dag_id, "dag_run_id": args.airflow_run_id,
-                   "try_number": args.airflow_try_number}
+    airflow = airflow_ids(args)
     limits = {"max_files_per_trigger": args.max_files_per_trigger,
               "max_offsets_per_trigger": args.max_offsets_per_trigger}
     limits = {key: value for key, value in limits.items() if value is not None and key in type(spec.source).model_fields}
