@@ -120,7 +120,9 @@ def records(raw: DataFrame, source: KafkaSource, *, rescue: bool = True) -> Data
     if source.value.format == "string":
         return raw.select(text.alias("value"), *metadata)
     options = {k: option_text(v) for k, v in source.options.items() if not k.startswith("kafka.")}
-    columns, error = json_columns(text, source.value.schema_, options, rescue=rescue)
+    raw, columns, error = json_columns(raw, text, source.value.schema_, options, rescue=rescue,
+                                       keep=[F.col(c) for c in ("key", "value", "topic", "partition", "offset",
+                                                                "timestamp")])
     # a record without a value (a tombstone) is no JSON object either: it is a bad record too
     error = F.when(text.isNull(), F.lit("the record has no value (null)")).otherwise(error)
     origin = F.concat_ws("/", F.col("topic"), F.col("partition").cast("string"), F.col("offset").cast("string"))

@@ -37,15 +37,30 @@ def _quote(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
-def json_columns(text: Column, schema: str, options: dict[str, str], *, rescue: bool) -> tuple[list[Column], Column]:
-    """The declared columns (and ``_rescued``) parsed from JSON ``text``, and the error column (null when
-    the record is good). ``text`` is expected not null."""
+PARSED = "__sluice_parsed"
+FIELDS = "__sluice_fields"
+NOT_AN_OBJECT = "not a JSON object (malformed, truncated, or not {...})"
+
+
+def json_columns(df: DataFrame, text: Column, schema: str, options: dict[str, str], *, rescue: bool,
+                 keep: list[Column]) -> tuple[DataFrame, list[Column], Column]:
+    """``df`` with each record's JSON ``text`` parsed, and over it the declared columns (and ``_rescued``)
+    and the error column (null when the record is good). ``text`` is expected not null.
+
+    The two parses are columns of their own (``keep`` are the other columns carried along), so each runs
+    once per record: written inline, Spark evaluates ``from_json`` again for every column that reads it
+    (its expressions are interpreted, not code-generated, and not shared between the columns)."""
     names = [name for name, _ in parse_ddl_schema(schema)]
     types = dict(parse_ddl_schema(schema))
-    text = F.regexp_replace(text, "^" + BOM, "")  # a UTF-8 byte-order mark at the start of a file
+    # a UTF-8 byte-order mark at the start of a file (startswith: a regular expression per record costs more)
+    text = F.when(text.startswith(BOM), F.substring(text, 2, 2**31 - 1)).otherwise(text)
     parse_options = {**options, "mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT}
-    parsed = F.from_json(text, f"{schema}, {_quote(CORRUPT)} STRING", parse_options)
-    fields = F.from_json(text, "map<string,variant>", dict(options))
+    staged = df.select(F.inline(F.array(F.struct(
+        *keep,
+        F.from_json(text, f"{schema}, {_quote(CORRUPT)} STRING", parse_options).alias(PARSED),
+        F.from_json(text, "map<string,variant>", dict(options)).alias(FIELDS),
+    ))))
+    parsed, fields = F.col(PARSED), F.col(FIELDS)
     mismatched = F.concat_ws(", ", *[
         F.when(
             fields.getItem(n).isNotNull()
@@ -56,17 +71,19 @@ def json_columns(text: Column, schema: str, options: dict[str, str], *, rescue: 
         for n in names
     ])
     error = (
-        F.when(parsed.isNull() | fields.isNull(), F.lit("not a JSON object (malformed, truncated, or not {...})"))
-        .when(parsed.getField(CORRUPT).isNotNull() & (mismatched != ""),
-              F.concat(F.lit("field(s) that do not fit the schema: "), mismatched))
-        .when(parsed.getField(CORRUPT).isNotNull(), F.lit("does not fit the schema"))
+        F.when(parsed.isNull() | fields.isNull(), F.lit(NOT_AN_OBJECT))
+        .when(parsed.getField(CORRUPT).isNotNull(),
+              F.when(mismatched != "", F.concat(F.lit("field(s) that do not fit the schema: "), mismatched))
+              .otherwise(F.lit("does not fit the schema")))
     )
     columns = [parsed.getField(n).alias(n) for n in names]
     if rescue:
         known = F.array(*[F.lit(n) for n in names])
         extra = F.map_filter(fields, lambda k, _v: ~F.array_contains(known, k))
-        columns.append(F.nullif(F.to_json(extra), F.lit("{}")).alias(RESCUED_COLUMN))
-    return columns, error
+        # map_filter is interpreted: only for the records that have fields beyond the schema
+        columns.append(F.when(F.size(F.array_except(F.map_keys(fields), known)) > 0, F.to_json(extra))
+                       .alias(RESCUED_COLUMN))
+    return staged, columns, error
 
 
 def with_bad_columns(df: DataFrame, columns: list[Column], error: Column, raw: Column, origin: Column,

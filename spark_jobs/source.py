@@ -11,7 +11,7 @@ from sluice.settings import Settings
 from sluice.spark_conf import option_text
 from sluice.spec import DeltaSource, KafkaSource, PipelineSpec
 from spark_jobs.kafka_source import read_kafka_stream
-from spark_jobs.records import CORRUPT, METADATA, json_columns, with_bad_columns
+from spark_jobs.records import CORRUPT, METADATA, ORIGIN, json_columns, with_bad_columns
 
 KEEP_EVERY_FILE = "36500d"
 
@@ -76,8 +76,10 @@ def read_source(spark: SparkSession, spec: PipelineSpec, settings: Settings, *, 
     origin = F.col("_metadata.file_path")
     if json_lines:
         df = df.where(F.trim(F.col("value")) != "")  # blank lines are no records
-        columns, error = json_columns(F.col("value"), source.schema_, options, rescue=True)
-        return with_bad_columns(df, columns, error, F.col("value"), origin, extra)
+        df, columns, error = json_columns(df, F.col("value"), source.schema_, options, rescue=True,
+                                          keep=[F.col("value"), origin.alias(ORIGIN), *extra])
+        return with_bad_columns(df, columns, error, F.col("value"), F.col(ORIGIN),
+                                [F.col(METADATA)] if extra else [])
     names = [c for c in df.columns if c != CORRUPT]
     what = "row" if source.format == "csv" else "file"
     error = F.when(
