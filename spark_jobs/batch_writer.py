@@ -10,8 +10,20 @@ The streaming query hands each micro-batch to :class:`BatchWriter` (foreachBatch
    in the streaming query);
 4. fields beyond the schema (``_rescued``): kept, added as columns, or fail the batch (``schema_evolution``);
 5. expectations are counted; ``fail`` fails the batch, ``drop`` leaves rows out, ``quarantine`` moves them;
-6. the quarantine rows, then the sink rows, are written, each as the idempotent Delta transaction
+6. the quarantine rows and the sink rows are written, each as the idempotent Delta transaction
    (pipeline's id, batch id): a batch replayed after a crash writes nothing twice, in either table.
+
+Most batches are written in ONE pass over their input (:meth:`BatchWriter._write_one_pass`): the sink
+write itself counts the bad records, rescued fields and expectation violations as it goes (Spark's
+observed metrics), and only a batch that had rows to set aside is read a second time, for its quarantine
+rows, after the sink commit. A batch whose outcome decides whether it may be written at all (anything set
+to ``fail``), ``add_columns`` (the new columns' types come from the batch), a MERGE sink and a backfill
+slice are counted first, over the cached batch (:meth:`BatchWriter._write_counted`): quarantine rows, then
+sink rows.
+
+While a one-pass batch is between its sink commit and its quarantine rows, a marker in the checkpoint
+(``sluice_quarantine_pending``) names it: a restart after a crash there reads the batch again for its
+quarantine rows instead of skipping it as done (:func:`quarantine_pending`).
 
 Everything that fails a batch does so before step 6 and raises :class:`BatchRejected`: the checkpoint does
 not advance, and the next run, after the fix, processes the same batch again.
@@ -20,10 +32,12 @@ not advance, and the next run, after the fix, processes the same batch again.
 from __future__ import annotations
 
 import json
+import uuid
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, Observation
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
@@ -99,11 +113,102 @@ class BatchWriter:
 
     def _write(self, batch: DataFrame, batch_id: int) -> None:
         spec = self.spec
-        stats: dict[str, Any] = {"bad_records": 0, "quarantined_rows": 0, "dropped_rows": 0}
-        self.stats[batch_id] = stats
         if isinstance(spec.source, FileSource) and spec.source.format == "parquet":
             files = self.target.files if self.target.files is not None else files_of_batch(self.target.checkpoint, batch_id)
             check_parquet_files(batch.sparkSession, spec, files or [])
+        if self._one_pass():
+            self._write_one_pass(batch, batch_id)
+        else:
+            self._write_counted(batch, batch_id)
+
+    def _one_pass(self) -> bool:
+        """Whether a batch can be written while it is counted (see the module's doc)."""
+        spec = self.spec
+        return not (
+            self.bad_only
+            or self.target.replace_where is not None
+            or self.target.app_id is None
+            or spec.sink.mode == "merge"
+            or spec.on_bad_records == "fail"
+            or spec.schema_evolution != "rescue"
+            or any(e.on_violation == "fail" for e in spec.expectations)
+        )
+
+    def _write_one_pass(self, batch: DataFrame, batch_id: int) -> None:
+        spec = self.spec
+        stats: dict[str, Any] = {"bad_records": 0, "quarantined_rows": 0, "dropped_rows": 0}
+        self.stats[batch_id] = stats
+        self._spark = batch.sparkSession
+        # cached as the sink write reads it: a batch with rows to set aside is not read from its source twice
+        # (Spark would count its rows twice in the query's progress, and a Kafka batch would be fetched twice)
+        batch = batch.persist()
+        self._cached = [batch]
+        try:
+            self._one_pass_writes(batch, batch_id, stats)
+        finally:
+            batch.unpersist()
+
+    def _one_pass_writes(self, batch: DataFrame, batch_id: int, stats: dict[str, Any]) -> None:
+        spec = self.spec
+        tag = uuid.uuid4().hex[:12]
+        # rows in: also tells whether the write ran at all (Delta skips a transaction it has committed)
+        source_seen = Observation(f"sluice_source_{batch_id}_{tag}")
+        counts = [F.count(F.lit(1)).alias("rows")]
+        rescued = RESCUED_COLUMN in batch.columns
+        if BAD in batch.columns:
+            counts.append(F.count(F.col(BAD)).alias("bad"))
+            if rescued:
+                counts.append(F.count(F.when(F.col(BAD).isNull(), F.col(RESCUED_COLUMN))).alias("rescued"))
+        rows = good_rows(batch.observe(source_seen, *counts))
+        if self.transform:
+            rows = apply_transform(rows, spec.transform)
+        if "_metadata" in rows.columns:  # the file's metadata struct itself is never a table column
+            rows = rows.drop("_metadata")
+        checked, expectations_seen, set_aside = rows, None, None
+        if spec.expectations:
+            expectations_seen = Observation(f"sluice_expectations_{batch_id}_{tag}")
+            violated, set_aside, dropped = self._violations(rows)
+            rows = rows.observe(expectations_seen, *[F.count(F.when(violated[e.name], 1)).alias(e.name)
+                                                     for e in spec.expectations],
+                                F.count(F.when(dropped, 1)).alias("__dropped"),
+                                F.count(F.when(set_aside, 1)).alias("__quarantined"))
+            rows = rows.where(~set_aside & ~dropped)
+        marker = quarantine_marker(self.target.checkpoint)
+        if marker is not None:
+            marker.parent.mkdir(parents=True, exist_ok=True)
+            marker.write_text(str(batch_id), encoding="utf-8")
+        write_sink(rows, spec.sink, self.target.table, app_id=self.target.app_id, batch_id=batch_id,
+                   merge_schema=False, user_metadata={"sluice_backfill": None, "run_id": self.target.run_id})
+        if not source_seen._jo.future().isCompleted():
+            # Delta skipped the write: the table has this batch's transaction (a replay after a crash that the
+            # run did not see coming). Its quarantine rows may be missing: count it, and write what is missing.
+            self._write_counted(batch, batch_id)
+        else:
+            seen = source_seen.get
+            stats["bad_records"] = bad = seen.get("bad", 0)
+            if rescued:
+                stats["rescued_rows"] = seen["rescued"]
+            quarantine: list[DataFrame] = []
+            if bad:
+                quarantine += self._bad_records(batch, batch_id, bad)
+            if expectations_seen is not None:
+                found = expectations_seen.get
+                stats["expectations"] = {
+                    e.name: {"rule": e.rule, "on_violation": e.on_violation, "violations": found[e.name]}
+                    for e in spec.expectations
+                }
+                stats["dropped_rows"] += found["__dropped"]
+                stats["quarantined_rows"] += found["__quarantined"]
+                if found["__quarantined"]:
+                    quarantine.append(self._expectation_rows(checked, set_aside, batch_id))
+            self._write_quarantine(quarantine, batch_id)
+        if marker is not None:
+            marker.unlink(missing_ok=True)
+
+    def _write_counted(self, batch: DataFrame, batch_id: int) -> None:
+        spec = self.spec
+        stats: dict[str, Any] = {"bad_records": 0, "quarantined_rows": 0, "dropped_rows": 0}
+        self.stats[batch_id] = stats
         batch = batch.persist()
         self._spark = batch.sparkSession
         cached = self._cached = [batch]
@@ -201,7 +306,11 @@ class BatchWriter:
             return
         if not parts:
             return
-        write_rows(_union(parts), self.target.quarantine, app_id=self.target.app_id, batch_id=batch_id)
+        # observed: whether Delta wrote the rows now or had this batch's transaction already (a replay)
+        written = Observation(f"sluice_quarantine_{batch_id}_{uuid.uuid4().hex[:12]}")
+        rows = _union(parts).observe(written, F.count(F.lit(1)).alias("rows"))
+        write_rows(rows, self.target.quarantine, app_id=self.target.app_id, batch_id=batch_id)
+        self.stats[batch_id]["quarantine_committed"] = bool(written._jo.future().isCompleted())
 
     def _outside_slice(self, rows: DataFrame, batch_id: int, stats: dict[str, Any]) -> tuple[DataFrame, list[DataFrame]]:
         """A backfill's rows whose column is not in the slice (a file in the wrong day's folder): bad records,
@@ -282,14 +391,26 @@ class BatchWriter:
                            *[F.col(f"__sluice_new.`{f.name}`").alias(f.name) for f in fields])
         return good, misfits
 
-    def _expectations(self, rows: DataFrame, batch_id: int, stats: dict[str, Any]) -> tuple[DataFrame, list[DataFrame]]:
+    def _violations(self, rows: DataFrame) -> tuple[dict[str, Column], Column, Column]:
+        """Per expectation, whether a row violates it; whether the row goes to the quarantine; whether it is
+        dropped (a row violating both kinds goes to the quarantine)."""
         expectations = self.spec.expectations
         violated = {e.name: ~F.coalesce(F.expr(e.rule), F.lit(False)) for e in expectations}
-        by_action: dict[str, list[str]] = {}
-        for e in expectations:
-            by_action.setdefault(e.on_violation, []).append(e.name)
-        quarantine_flag = _any(violated[n] for n in by_action.get("quarantine", []))
-        drop_flag = _any(violated[n] for n in by_action.get("drop", [])) & ~quarantine_flag
+        quarantine_flag = _any(violated[e.name] for e in expectations if e.on_violation == "quarantine")
+        drop_flag = _any(violated[e.name] for e in expectations if e.on_violation == "drop") & ~quarantine_flag
+        return violated, quarantine_flag, drop_flag
+
+    def _expectation_rows(self, rows: DataFrame, quarantine_flag: Column, batch_id: int) -> DataFrame:
+        """The quarantine rows of the rows that violate a ``quarantine`` expectation."""
+        violated, _, _ = self._violations(rows)
+        names = F.concat_ws(", ", *[F.when(violated[e.name], F.lit(e.name)) for e in self.spec.expectations
+                                    if e.on_violation == "quarantine"])
+        return self._quarantine_rows(rows.where(quarantine_flag), batch_id, F.lit(None), _row_json(rows),
+                                     F.concat(F.lit("expectation(s) violated: "), names), names)
+
+    def _expectations(self, rows: DataFrame, batch_id: int, stats: dict[str, Any]) -> tuple[DataFrame, list[DataFrame]]:
+        expectations = self.spec.expectations
+        violated, quarantine_flag, drop_flag = self._violations(rows)
         counts = rows.agg(
             *[F.count(F.when(violated[e.name], 1)).alias(e.name) for e in expectations],
             F.count(F.when(drop_flag, 1)).alias("__dropped"),
@@ -311,14 +432,30 @@ class BatchWriter:
         stats["quarantined_rows"] += counts["__quarantined"]
         parts = []
         if counts["__quarantined"]:
-            names = F.concat_ws(", ", *[F.when(violated[n], F.lit(n)) for n in by_action["quarantine"]])
-            parts.append(self._quarantine_rows(
-                rows.where(quarantine_flag), batch_id, F.lit(None), _row_json(rows),
-                F.concat(F.lit("expectation(s) violated: "), names), names,
-            ))
+            parts.append(self._expectation_rows(rows, quarantine_flag, batch_id))
         if counts["__dropped"] or counts["__quarantined"]:
             rows = rows.where(~quarantine_flag & ~drop_flag)
         return rows, parts
+
+
+QUARANTINE_PENDING = "sluice_quarantine_pending"
+
+
+def quarantine_marker(checkpoint: str | None) -> Path | None:
+    """The file naming the batch whose quarantine rows may not be written yet (None: not a local checkpoint;
+    without the marker a restart reads the replayed batch anyway, and loses nothing)."""
+    if checkpoint is None or ("://" in checkpoint and not checkpoint.startswith("file:")):
+        return None
+    return Path(checkpoint.removeprefix("file://").removeprefix("file:")) / QUARANTINE_PENDING
+
+
+def quarantine_pending(checkpoint: str | None) -> int | None:
+    """The batch a crash left between its sink commit and its quarantine rows, if any."""
+    marker = quarantine_marker(checkpoint)
+    if marker is None or not marker.is_file():
+        return None
+    text = marker.read_text(encoding="utf-8").strip()
+    return int(text) if text.isdigit() else None
 
 
 def _union(parts: list[DataFrame]) -> DataFrame:

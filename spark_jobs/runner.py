@@ -18,7 +18,7 @@ from sluice.run_request import BackfillSlice
 from sluice.settings import Settings
 from sluice.spec import RESCUED_COLUMN, DeltaSource, KafkaSource, PipelineSpec, Trigger
 from spark_jobs import guards
-from spark_jobs.batch_writer import BatchWriter, Target
+from spark_jobs.batch_writer import BatchWriter, Target, quarantine_pending
 from spark_jobs.delta_table import as_json, commits_since, current_version, txn_version
 from spark_jobs.kafka_source import explain_failure
 from spark_jobs.progress import ProgressCollector, batches_of, files_of_batch
@@ -249,7 +249,8 @@ def _run_query(spark, spec, settings, options, summary, table, checkpoint, scrat
 
 def _committed_replay(checkpoint: str, table: str, app_id: str) -> set[int]:
     pending = guards.pending_batch(checkpoint)
-    if pending is None:
+    if pending is None or quarantine_pending(checkpoint) == pending:
+        # a crash after the batch's sink commit but before its quarantine rows: read it again for them
         return set()
     version = txn_version(table, app_id)
     return {pending} if version is not None and version >= pending else set()
@@ -350,7 +351,9 @@ def _fill_batches(spark, summary, collector, query, target_table, target_checkpo
     summary["output_rows"] = sum(b["output_rows"] for b in batches)
     summary["skipped_batches"] = [b["batch_id"] for b in batches if b["replay_of_version"] is not None]
     written = [b for b in batches if b["replay_of_version"] is None]  # a replay Delta skipped wrote nothing
-    for key, value in _totals(written).items():
+    # ... in the sink: a replay after a crash between a batch's sink commit and its quarantine rows wrote those
+    set_aside = [b for b in batches if b in written or stats.get(b["batch_id"], {}).get("quarantine_committed")]
+    for key, value in _totals(set_aside).items():
         summary[key] = value
     expectations: dict[str, dict[str, Any]] = {}
     for batch in written:

@@ -97,11 +97,12 @@ def test_a_replayed_batch_writes_nothing_twice_in_either_table(spark, lake):
 
 def test_a_crash_between_the_quarantine_and_the_sink_commit_writes_each_quarantined_record_once(
         spark, lake, monkeypatch):
-    spec = make_spec(orders_spec())
+    # an expectation set to fail: the batch is counted before anything is written (BatchWriter._write_counted),
+    # then it commits the quarantine rows, then the sink rows: two Delta transactions
+    spec = make_spec(orders_spec(expectations=[{"name": "has_id", "rule": "id IS NOT NULL", "on_violation": "fail"}]))
     write_mixed_orders(lake.lake_root / "landing" / "orders")
-    # BatchWriter commits the quarantine rows, then the sink rows: two Delta transactions. A driver that dies
-    # between them leaves the quarantine commit, no sink commit and no commits/0 in the checkpoint. The sink
-    # write failing once leaves exactly that state, without editing a Delta log by hand.
+    # A driver that dies between them leaves the quarantine commit, no sink commit and no commits/0 in the
+    # checkpoint. The sink write failing once leaves exactly that state, without editing a Delta log by hand.
     def sink_write_fails(*_args, **_kwargs):
         raise RuntimeError("driver lost before the sink commit")
 
@@ -129,6 +130,47 @@ def test_a_crash_between_the_quarantine_and_the_sink_commit_writes_each_quaranti
     # the ledger counts them once: the failed run reported no batch, the rerun reports the batch's 3
     assert (failed.value.summary["batches"], failed.value.summary["quarantined_rows"]) == (0, 0)
     assert (rerun["output_rows"], rerun["quarantined_rows"]) == (15, 3)
+
+
+def test_a_crash_between_the_sink_commit_and_the_quarantine_rows_of_a_one_pass_batch_loses_none(
+        spark, lake, monkeypatch):
+    # the default spec: the batch is written in one pass (BatchWriter._write_one_pass), the sink commit first,
+    # then the quarantine rows it counted on the way
+    spec = make_spec(orders_spec())
+    write_mixed_orders(lake.lake_root / "landing" / "orders")
+
+    def quarantine_write_fails(rows, path, **kwargs):
+        if path == spec.quarantine_table_path(lake):
+            raise RuntimeError("driver lost before the quarantine commit")
+        return write_rows(rows, path, **kwargs)
+
+    write_rows = batch_writer.write_rows
+    monkeypatch.setattr(batch_writer, "write_rows", quarantine_write_fails)
+    with pytest.raises(RunFailed, match="^driver lost before the quarantine commit$") as failed:
+        run(spark, spec, lake)
+    monkeypatch.undo()
+    checkpoint = Path(spec.checkpoint_path(lake))
+    assert (checkpoint / "offsets" / "0").exists() and not (checkpoint / "commits" / "0").exists()
+    assert sorted(r.id for r in table(spark, spec, lake).collect()) == [*range(12), 14, 15, 16]
+    assert not Path(spec.quarantine_table_path(lake)).exists()
+    assert batch_writer.quarantine_pending(str(checkpoint)) == 0  # the marker names the batch
+    sink_version = current_version(spark, spec.sink_path(lake))
+
+    rerun = run(spark, spec, lake, run_id="rerun")
+
+    # the batch is read again for its quarantine rows (not skipped as done); Delta skips its sink write
+    assert rerun["skipped_batches"] == [0] and rerun["micro_batches"][0]["replay_of_version"] == sink_version
+    assert current_version(spark, spec.sink_path(lake)) == sink_version
+    assert sorted(r.id for r in table(spark, spec, lake).collect()) == [*range(12), 14, 15, 16]
+    bad = sorted((r.raw, r.batch_id, r.run_id) for r in quarantine(spark, spec, lake).collect())
+    assert bad == sorted([(TRUNCATED, 0, "rerun"), (WRONG_TYPE, 0, "rerun"), (NOT_AN_OBJECT, 0, "rerun")])
+    assert batch_writer.quarantine_pending(str(checkpoint)) is None and (checkpoint / "commits" / "0").is_file()
+    # counted once: the failed run reported no batch; the rerun wrote no sink row and the 3 quarantine rows
+    assert (failed.value.summary["batches"], failed.value.summary["quarantined_rows"]) == (0, 0)
+    assert (rerun["output_rows"], rerun["quarantined_rows"]) == (0, 3)
+
+    again = run(spark, spec, lake, run_id="again")
+    assert (again["batches"], quarantine(spark, spec, lake).count(), table(spark, spec, lake).count()) == (0, 3, 15)
 
 
 @pytest.mark.parametrize("where", ["relative", "absolute"])
