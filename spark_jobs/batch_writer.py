@@ -135,7 +135,6 @@ class BatchWriter:
         )
 
     def _write_one_pass(self, batch: DataFrame, batch_id: int) -> None:
-        spec = self.spec
         stats: dict[str, Any] = {"bad_records": 0, "quarantined_rows": 0, "dropped_rows": 0}
         self.stats[batch_id] = stats
         self._spark = batch.sparkSession
