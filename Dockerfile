@@ -15,7 +15,7 @@ WORKDIR /opt/sluice
 COPY pyproject.toml requirements.lock ./
 RUN python -m venv .venv \
  && .venv/bin/pip install -q --no-cache-dir "uv==0.13.9" \
- && .venv/bin/uv pip install --python .venv/bin/python -q --no-cache -r requirements.lock
+ && .venv/bin/uv pip install --python .venv/bin/python -q --no-cache --compile-bytecode -r requirements.lock
 COPY pom.xml ./
 RUN mvn -q -B -P spark-jars package && mvn -q -B -P kafka-broker package && rm -rf /root/.m2 target
 

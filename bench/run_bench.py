@@ -183,7 +183,7 @@ def case_p3() -> dict:
     by one run with maxFilesPerTrigger 10, i.e. 1,000 micro-batches, each its own Delta commit and
     checkpoint entry, as 1,000 scheduled runs would leave it."""
     # 10,000 files at BENCH_P3_FILES=10000; the default is 2,000: the history is made at ~1.1 s per micro-batch
-    # (see the README), 40 minutes for 1,000 batches, beyond make bench's budget
+    # (see the README), ~20 minutes for 1,000 batches: beyond make bench's budget with the other cases
     history_files = max(100, int(int(os.environ.get("BENCH_P3_FILES", "2000")) * SCALE))
     spec = {"name": "bench_p3", "source": {"format": "json", "path": "landing", "schema": ORDERS_SCHEMA,
                                            "max_files_per_trigger": 10},

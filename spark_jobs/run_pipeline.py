@@ -22,8 +22,23 @@ import threading
 import time
 from pathlib import Path
 
-from sluice.settings import load_settings
-from sluice.spec import SpecError, load_spec
+
+def prefer_installed_pyspark(path: list[str] = sys.path) -> None:
+    """Import pyspark and py4j from the installed packages, not from the zips spark-submit puts first on
+    ``sys.path``, when those zips are the installed pyspark's own copies (the same code): a package imports
+    its byte-compiled modules, a zip is compiled from source at every start (~0.4 s of each run)."""
+    own = [entry for entry in path if Path(entry).parent.parent.parent.name == "pyspark"
+           and Path(entry).parent.parent.name == "python" and Path(entry).suffix == ".zip"
+           and (Path(entry).parent.parent.parent.parent / "pyspark" / "__init__.py").is_file()]
+    installed = {str(Path(entry).parent.parent.parent.parent) for entry in own}
+    if own and any(entry in installed for entry in path):
+        path[:] = [entry for entry in path if entry not in own] + own
+
+
+prefer_installed_pyspark()
+
+from sluice.settings import load_settings  # noqa: E402
+from sluice.spec import SpecError, load_spec  # noqa: E402
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
