@@ -16,7 +16,7 @@ from sluice.ledger import append_run
 from sluice.lock import PipelineBusy, driver_lock
 from sluice.run_request import BackfillSlice
 from sluice.settings import Settings
-from sluice.spec import RESCUED_COLUMN, DeltaSource, KafkaSource, PipelineSpec, Trigger
+from sluice.spec import RESCUED_COLUMN, DeltaSource, FileSource, KafkaSource, PipelineSpec, Trigger
 from spark_jobs import guards
 from spark_jobs.batch_writer import BatchWriter, Target, quarantine_pending
 from spark_jobs.delta_table import as_json, commits_since, current_version, txn_version
@@ -108,6 +108,7 @@ def run_pipeline(spark: SparkSession, spec: PipelineSpec, settings: Settings, op
     try:
         if scratch is None:
             lock = driver_lock(settings.checkpoint_root, spec.name, _holder(options)).acquire()
+        _list_local_files_on_the_driver(spark, spec, settings)
         if options.backfill is not None:
             from spark_jobs.backfill import run_backfill
 
@@ -245,6 +246,25 @@ def _run_query(spark, spec, settings, options, summary, table, checkpoint, scrat
         phases["report"] = round(time.monotonic() - mark, 3)
     for key, value in _totals([s for s in (summary.get("bad_records_query") or {},)]).items():
         summary[key] += value
+
+
+LISTING_THRESHOLD = "spark.sql.sources.parallelPartitionDiscovery.threshold"
+LOCAL_LISTING_THRESHOLD = "10000"
+
+
+def _list_local_files_on_the_driver(spark: SparkSession, spec: PipelineSpec, settings: Settings) -> None:
+    """A file source on local disk: list a batch's files on the driver, not with a Spark job.
+
+    Spark lists the files of a batch of more than 32 paths with a Spark job (InMemoryFileIndex's parallel
+    listing), and a restarted query builds its last batch's DataFrame again (MicroBatchExecution calls
+    getBatch for it before asking for new offsets): so a run that found nothing ran a listing job as large
+    as the previous run's batch. On local disk a stat per file on the driver costs far less than a job
+    (an object store's listing stays parallel). A spec's ``spark_conf`` setting wins."""
+    if not isinstance(spec.source, FileSource) or LISTING_THRESHOLD in spec.spark_conf:
+        return
+    path = spec.source_path(settings)
+    if "://" not in path or path.startswith("file:"):
+        spark.conf.set(LISTING_THRESHOLD, LOCAL_LISTING_THRESHOLD)
 
 
 def _committed_replay(checkpoint: str, table: str, app_id: str) -> set[int]:

@@ -74,6 +74,29 @@ def test_max_files_per_trigger_runs_several_batches_in_one_run(spark, lake):
     assert ids(spark, spec, lake) == list(range(50))
 
 
+def test_a_run_that_finds_nothing_after_a_batch_of_many_files_runs_no_spark_job(spark, lake):
+    # A restarted query builds its last batch's DataFrame again; over more than 32 files Spark listed them
+    # with a Spark job as large as that batch. Local files are listed on the driver instead.
+    spec = make_spec(orders_spec())
+    landing = lake.lake_root / "landing" / "orders"
+    for n in range(40):
+        write_orders(landing, f"f{n:02d}.json", range(n * 2, n * 2 + 2))
+    assert run(spark, spec, lake)["input_rows"] == 80
+    jobs_before = spark_jobs(spark)
+
+    nothing = run(spark, spec, lake)
+
+    assert (nothing["batches"], nothing["input_rows"]) == (0, 0)
+    assert spark_jobs(spark) - jobs_before == set()
+
+
+def spark_jobs(spark) -> set[int]:
+    """The ids of the Spark jobs the session has run (those of streaming queries too: they run in job groups
+    the status tracker's Python API does not list)."""
+    jobs = spark.sparkContext._jsc.sc().statusStore().jobsList(None)
+    return {jobs.apply(i).jobId() for i in range(jobs.size())}
+
+
 def test_batch_replayed_after_crash_between_delta_and_checkpoint_commit_is_skipped(spark, lake):
     # Given two committed runs
     spec = make_spec(orders_spec())
