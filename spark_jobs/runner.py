@@ -16,7 +16,14 @@ from sluice.ledger import append_run
 from sluice.lock import PipelineBusy, driver_lock
 from sluice.run_request import BackfillSlice
 from sluice.settings import Settings
-from sluice.spec import RESCUED_COLUMN, DeltaSource, FileSource, KafkaSource, PipelineSpec, Trigger
+from sluice.spec import (
+    RESCUED_COLUMN,
+    DeltaSource,
+    FileSource,
+    KafkaSource,
+    PipelineSpec,
+    Trigger,
+)
 from spark_jobs import guards
 from spark_jobs.batch_writer import BatchWriter, Target, quarantine_pending
 from spark_jobs.delta_table import as_json, commits_since, current_version, txn_version
