@@ -100,6 +100,18 @@ def test_a_replayed_batch_writes_nothing_twice_in_either_table(spark, lake, monk
     assert {r.run_id for r in quarantine(spark, spec, lake).collect()} == {"t"}
 
 
+def crash_in_batch_0(spark, spec, lake, monkeypatch, name: str, fake) -> tuple[dict, Path]:
+    """Run with ``batch_writer.<name>`` replaced by ``fake``, which raises as a driver dying there would stop
+    the run: batch 0 is planned and not done in the checkpoint. The failed run's summary and the checkpoint."""
+    monkeypatch.setattr(batch_writer, name, fake)
+    with pytest.raises(RunFailed, match="^driver lost before the ") as failed:
+        run(spark, spec, lake)
+    monkeypatch.undo()
+    checkpoint = Path(spec.checkpoint_path(lake))
+    assert (checkpoint / "offsets" / "0").exists() and not (checkpoint / "commits" / "0").exists()
+    return failed.value.summary, checkpoint
+
+
 def test_a_crash_between_the_quarantine_and_the_sink_commit_writes_each_quarantined_record_once(
         spark, lake, monkeypatch):
     # an expectation set to fail: the batch is counted before anything is written (BatchWriter._write_counted),
@@ -111,12 +123,7 @@ def test_a_crash_between_the_quarantine_and_the_sink_commit_writes_each_quaranti
     def sink_write_fails(*_args, **_kwargs):
         raise RuntimeError("driver lost before the sink commit")
 
-    monkeypatch.setattr(batch_writer, "write_sink", sink_write_fails)
-    with pytest.raises(RunFailed, match="^driver lost before the sink commit$") as failed:
-        run(spark, spec, lake)
-    monkeypatch.undo()
-    checkpoint = Path(spec.checkpoint_path(lake))
-    assert (checkpoint / "offsets" / "0").exists() and not (checkpoint / "commits" / "0").exists()
+    failed, checkpoint = crash_in_batch_0(spark, spec, lake, monkeypatch, "write_sink", sink_write_fails)
     assert table(spark, spec, lake).count() == 0
     assert sorted(r.raw for r in quarantine(spark, spec, lake).collect()) == sorted([TRUNCATED, WRONG_TYPE,
                                                                                      NOT_AN_OBJECT])
@@ -133,7 +140,7 @@ def test_a_crash_between_the_quarantine_and_the_sink_commit_writes_each_quaranti
     assert bad == sorted([(TRUNCATED, 0, "t"), (WRONG_TYPE, 0, "t"), (NOT_AN_OBJECT, 0, "t")])
     assert current_version(spark, spec.quarantine_table_path(lake)) == quarantine_version
     # the ledger counts them once: the failed run reported no batch, the rerun reports the batch's 3
-    assert (failed.value.summary["batches"], failed.value.summary["quarantined_rows"]) == (0, 0)
+    assert (failed["batches"], failed["quarantined_rows"]) == (0, 0)
     assert (rerun["output_rows"], rerun["quarantined_rows"]) == (15, 3)
 
 
@@ -150,12 +157,7 @@ def test_a_crash_between_the_sink_commit_and_the_quarantine_rows_of_a_one_pass_b
         return write_rows(rows, path, **kwargs)
 
     write_rows = batch_writer.write_rows
-    monkeypatch.setattr(batch_writer, "write_rows", quarantine_write_fails)
-    with pytest.raises(RunFailed, match="^driver lost before the quarantine commit$") as failed:
-        run(spark, spec, lake)
-    monkeypatch.undo()
-    checkpoint = Path(spec.checkpoint_path(lake))
-    assert (checkpoint / "offsets" / "0").exists() and not (checkpoint / "commits" / "0").exists()
+    failed, checkpoint = crash_in_batch_0(spark, spec, lake, monkeypatch, "write_rows", quarantine_write_fails)
     assert sorted(r.id for r in table(spark, spec, lake).collect()) == [*range(12), 14, 15, 16]
     assert not Path(spec.quarantine_table_path(lake)).exists()
     assert batch_writer.quarantine_pending(str(checkpoint)) == 0  # the marker names the batch
@@ -171,7 +173,7 @@ def test_a_crash_between_the_sink_commit_and_the_quarantine_rows_of_a_one_pass_b
     assert bad == sorted([(TRUNCATED, 0, "rerun"), (WRONG_TYPE, 0, "rerun"), (NOT_AN_OBJECT, 0, "rerun")])
     assert batch_writer.quarantine_pending(str(checkpoint)) is None and (checkpoint / "commits" / "0").is_file()
     # counted once: the failed run reported no batch; the rerun wrote no sink row and the 3 quarantine rows
-    assert (failed.value.summary["batches"], failed.value.summary["quarantined_rows"]) == (0, 0)
+    assert (failed["batches"], failed["quarantined_rows"]) == (0, 0)
     assert (rerun["output_rows"], rerun["quarantined_rows"]) == (0, 3)
 
     again = run(spark, spec, lake, run_id="again")
