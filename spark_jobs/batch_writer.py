@@ -42,6 +42,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
 from sluice.spec import RESCUED_COLUMN, FileSource, PipelineSpec
+from spark_jobs.delta_table import local_path
 from spark_jobs.progress import files_of_batch
 from spark_jobs.records import BAD, ORIGIN, RAW, good_rows
 from spark_jobs.sink import write_rows, write_sink
@@ -163,7 +164,7 @@ class BatchWriter:
             rows = apply_transform(rows, spec.transform)
         if "_metadata" in rows.columns:  # the file's metadata struct itself is never a table column
             rows = rows.drop("_metadata")
-        checked, expectations_seen, set_aside = rows, None, None
+        checked, expectations_seen, violated, set_aside = rows, None, {}, None
         if spec.expectations:
             expectations_seen = Observation(f"sluice_expectations_{batch_id}_{tag}")
             violated, set_aside, dropped = self._violations(rows)
@@ -178,7 +179,7 @@ class BatchWriter:
             marker.write_text(str(batch_id), encoding="utf-8")
         write_sink(rows, spec.sink, self.target.table, app_id=self.target.app_id, batch_id=batch_id,
                    merge_schema=False, user_metadata={"sluice_backfill": None, "run_id": self.target.run_id})
-        if not source_seen._jo.future().isCompleted():
+        if not _observed(source_seen):
             # Delta skipped the write: the table has this batch's transaction (a replay after a crash that the
             # run did not see coming). Its quarantine rows may be missing: count it, and write what is missing.
             self._write_counted(batch, batch_id)
@@ -199,7 +200,7 @@ class BatchWriter:
                 stats["dropped_rows"] += found["__dropped"]
                 stats["quarantined_rows"] += found["__quarantined"]
                 if found["__quarantined"]:
-                    quarantine.append(self._expectation_rows(checked, set_aside, batch_id))
+                    quarantine.append(self._expectation_rows(checked, violated, set_aside, batch_id))
             self._write_quarantine(quarantine, batch_id)
         if marker is not None:
             marker.unlink(missing_ok=True)
@@ -309,7 +310,7 @@ class BatchWriter:
         written = Observation(f"sluice_quarantine_{batch_id}_{uuid.uuid4().hex[:12]}")
         rows = _union(parts).observe(written, F.count(F.lit(1)).alias("rows"))
         write_rows(rows, self.target.quarantine, app_id=self.target.app_id, batch_id=batch_id)
-        self.stats[batch_id]["quarantine_committed"] = bool(written._jo.future().isCompleted())
+        self.stats[batch_id]["quarantine_committed"] = _observed(written)
 
     def _outside_slice(self, rows: DataFrame, batch_id: int, stats: dict[str, Any]) -> tuple[DataFrame, list[DataFrame]]:
         """A backfill's rows whose column is not in the slice (a file in the wrong day's folder): bad records,
@@ -399,9 +400,9 @@ class BatchWriter:
         drop_flag = _any(violated[e.name] for e in expectations if e.on_violation == "drop") & ~quarantine_flag
         return violated, quarantine_flag, drop_flag
 
-    def _expectation_rows(self, rows: DataFrame, quarantine_flag: Column, batch_id: int) -> DataFrame:
+    def _expectation_rows(self, rows: DataFrame, violated: dict[str, Column], quarantine_flag: Column,
+                          batch_id: int) -> DataFrame:
         """The quarantine rows of the rows that violate a ``quarantine`` expectation."""
-        violated, _, _ = self._violations(rows)
         names = F.concat_ws(", ", *[F.when(violated[e.name], F.lit(e.name)) for e in self.spec.expectations
                                     if e.on_violation == "quarantine"])
         return self._quarantine_rows(rows.where(quarantine_flag), batch_id, F.lit(None), _row_json(rows),
@@ -431,7 +432,7 @@ class BatchWriter:
         stats["quarantined_rows"] += counts["__quarantined"]
         parts = []
         if counts["__quarantined"]:
-            parts.append(self._expectation_rows(rows, quarantine_flag, batch_id))
+            parts.append(self._expectation_rows(rows, violated, quarantine_flag, batch_id))
         if counts["__dropped"] or counts["__quarantined"]:
             rows = rows.where(~quarantine_flag & ~drop_flag)
         return rows, parts
@@ -443,9 +444,8 @@ QUARANTINE_PENDING = "sluice_quarantine_pending"
 def quarantine_marker(checkpoint: str | None) -> Path | None:
     """The file naming the batch whose quarantine rows may not be written yet (None: not a local checkpoint;
     without the marker a restart reads the replayed batch anyway, and loses nothing)."""
-    if checkpoint is None or ("://" in checkpoint and not checkpoint.startswith("file:")):
-        return None
-    return Path(checkpoint.removeprefix("file://").removeprefix("file:")) / QUARANTINE_PENDING
+    local = local_path(checkpoint) if checkpoint is not None else None
+    return local / QUARANTINE_PENDING if local is not None else None
 
 
 def quarantine_pending(checkpoint: str | None) -> int | None:
@@ -455,6 +455,12 @@ def quarantine_pending(checkpoint: str | None) -> int | None:
         return None
     text = marker.read_text(encoding="utf-8").strip()
     return int(text) if text.isdigit() else None
+
+
+def _observed(observation: Observation) -> bool:
+    """Whether the write that carried ``observation`` ran (Spark completes it as the write returns); Delta
+    skipping a transaction it has committed runs no query, and leaves it incomplete (``get`` would wait)."""
+    return bool(observation._jo.future().isCompleted())
 
 
 def _union(parts: list[DataFrame]) -> DataFrame:

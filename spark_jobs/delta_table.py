@@ -114,12 +114,18 @@ def txn_version(path: str, app_id: str) -> int | None:
         return None
 
 
-def _local_log(path: str) -> Path | None:
-    """The ``_delta_log`` folder of a table on local disk (None for a remote path or no table)."""
+def local_path(path: str) -> Path | None:
+    """``path`` as a local file system path (a plain path or a ``file:`` URI); None for a remote one."""
     if "://" in path and not path.startswith("file:"):
         return None
-    log = Path(path.removeprefix("file://").removeprefix("file:")) / "_delta_log"
-    return log if log.is_dir() else None
+    return Path(path.removeprefix("file://").removeprefix("file:"))
+
+
+def _local_log(path: str) -> Path | None:
+    """The ``_delta_log`` folder of a table on local disk (None for a remote path or no table)."""
+    local = local_path(path)
+    log = local / "_delta_log" if local is not None else None
+    return log if log is not None and log.is_dir() else None
 
 
 def _local_history(log: Path, after: int | None) -> list[dict[str, Any]]:

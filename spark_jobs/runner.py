@@ -26,7 +26,13 @@ from sluice.spec import (
 )
 from spark_jobs import guards
 from spark_jobs.batch_writer import BatchWriter, Target, quarantine_pending
-from spark_jobs.delta_table import as_json, commits_since, current_version, txn_version
+from spark_jobs.delta_table import (
+    as_json,
+    commits_since,
+    current_version,
+    local_path,
+    txn_version,
+)
 from spark_jobs.kafka_source import explain_failure
 from spark_jobs.progress import ProgressCollector, batches_of, files_of_batch
 from spark_jobs.records import good_rows
@@ -269,8 +275,7 @@ def _list_local_files_on_the_driver(spark: SparkSession, spec: PipelineSpec, set
     (an object store's listing stays parallel). A spec's ``spark_conf`` setting wins."""
     if not isinstance(spec.source, FileSource) or LISTING_THRESHOLD in spec.spark_conf:
         return
-    path = spec.source_path(settings)
-    if "://" not in path or path.startswith("file:"):
+    if local_path(spec.source_path(settings)) is not None:
         spark.conf.set(LISTING_THRESHOLD, LOCAL_LISTING_THRESHOLD)
 
 
