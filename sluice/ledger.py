@@ -79,6 +79,9 @@ def arrow_schema():
         ("backfill", pa.string()),
         # a maintenance run (mode maintenance): what OPTIMIZE and VACUUM did, per table (JSON)
         ("maintenance", pa.string()),
+        # landing files rewritten after they were ingested (source.on_overwrite): how many, the first few
+        ("overwritten_files", pa.int64()),
+        ("overwritten_paths", pa.list_(pa.string())),
         ("micro_batches", pa.list_(batch)),
         ("summary", pa.string()),
     ])
@@ -122,6 +125,8 @@ def ledger_row(summary: dict[str, Any]) -> dict[str, Any]:
         "quarantine": summary.get("quarantine"),
         "backfill": (summary.get("backfill") or {}).get("slice"),
         "maintenance": json.dumps({k: summary.get(k) for k in MAINTENANCE_KEYS}) if summary.get("mode") == "maintenance" else None,
+        "overwritten_files": (summary.get("overwritten_files") or {}).get("count"),
+        "overwritten_paths": (summary.get("overwritten_files") or {}).get("paths"),
         "micro_batches": [
             {
                 "batch_id": b["batch_id"],

@@ -24,6 +24,19 @@ def quality_warnings(summary: dict[str, Any]) -> list[str]:
     if rescued:
         found.append(f"{name}: {rescued} record(s) had fields the schema does not declare, kept in the _rescued "
                      "column: add them to source.schema, or set schema_evolution: add_columns")
+    overwritten = summary.get("overwritten_files") or {}
+    if overwritten.get("count"):
+        count, paths = overwritten["count"], ", ".join(overwritten["paths"])
+        more = f" and {count - len(overwritten['paths'])} more" if count > len(overwritten["paths"]) else ""
+        if overwritten.get("action") == "reingest":
+            found.append(f"{name}: {count} landing file(s) rewritten after they were ingested: {paths}{more}; their "
+                         "new content is ingested as new input (source.on_overwrite: reingest; an append sink keeps "
+                         "the old rows too)")
+        else:
+            found.append(f"{name}: {count} landing file(s) rewritten after they were ingested, their new content "
+                         f"NOT ingested: {paths}{more}. Options: source.on_overwrite: reingest (each new version "
+                         "ingested once; a merge sink with keys replaces the old rows) or fail (stop the pipeline "
+                         "until it is looked at); land corrections under a new file name")
     for expectation, entry in (summary.get("expectations") or {}).items():
         if entry.get("violations") and entry.get("on_violation") == "warn":
             found.append(f"{name}: expectation {expectation} ({entry['rule']}) violated by {entry['violations']} "

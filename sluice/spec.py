@@ -44,6 +44,7 @@ SinkMode = Literal["append", "complete", "merge"]
 OnBadRecords = Literal["quarantine", "fail", "drop"]
 OnViolation = Literal["warn", "drop", "quarantine", "fail"]
 SchemaEvolution = Literal["rescue", "add_columns", "fail"]
+OnOverwrite = Literal["warn", "fail", "reingest"]
 RESCUED_COLUMN = "_rescued"
 """JSON sources: the fields of a record that the schema does not declare, as a JSON object (null if none)."""
 OptionValue = str | int | float | bool
@@ -154,6 +155,12 @@ class FileSource(_Model):
     """Passed to Spark's reader as they are (``header: true`` for csv, ``multiLine``, ...)."""
     max_files_per_trigger: Annotated[int, Field(gt=0)] | None = None
     """Rate limit: at most this many files per micro-batch (a run then executes several)."""
+    on_overwrite: OnOverwrite = "warn"
+    """A landing file rewritten in place after it was ingested (same name, new modification time), which
+    Spark's file source would ignore: ``warn`` (reported in the run summary, the ledger and the log; its new
+    content is not ingested), ``fail`` the run before anything is written, or ``reingest`` its records as new
+    input, exactly once per version of the file (use a ``merge`` sink with keys so corrected rows replace
+    the old ones; an ``append`` sink keeps both)."""
 
     @field_validator("schema_")
     @classmethod
@@ -526,6 +533,17 @@ class PipelineSpec(_Model):
             raise ValueError(
                 "schema_evolution: add_columns cannot add columns to a stateful query's result (aggregation, "
                 "distinct, join or window in transform.sql); use rescue (the default)"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _reingest_is_stateless(self) -> PipelineSpec:
+        if isinstance(self.source, FileSource) and self.source.on_overwrite == "reingest" and self.is_stateful():
+            raise ValueError(
+                "source.on_overwrite: reingest feeds a rewritten file's records to the table again, outside the "
+                "query's state (aggregation, distinct, join, window, watermark or dedupe in transform): its "
+                "results would be wrong. Use warn or fail, and run once in mode reset to rebuild the table "
+                "from the files as they are now"
             )
         return self
 

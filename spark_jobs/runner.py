@@ -24,7 +24,7 @@ from sluice.spec import (
     PipelineSpec,
     Trigger,
 )
-from spark_jobs import guards
+from spark_jobs import guards, overwrites
 from spark_jobs.batch_writer import BatchWriter, Target, quarantine_pending
 from spark_jobs.delta_table import (
     as_json,
@@ -187,6 +187,7 @@ def _run_query(spark, spec, settings, options, summary, table, checkpoint, scrat
     target_table, target_checkpoint = table, checkpoint
     collector = ProgressCollector(query_name=spec.name)
     query = writer = None
+    reingest = False
     phases, mark = summary["phases_s"], time.monotonic()
     spark.streams.addListener(collector)
     # the checkpoint keeps this many batches' offsets and commits (and state versions); older ones are
@@ -217,6 +218,7 @@ def _run_query(spark, spec, settings, options, summary, table, checkpoint, scrat
         summary["checkpoint_id"] = cp_id
         target = Target(table=target_table, quarantine=quarantine, app_id=txn_app_id(spec.name, cp_id),
                         run_id=options.run_id, checkpoint=target_checkpoint)
+        reingest = _check_overwrites(spec, settings, summary, target_checkpoint)
         phases["prepare"], mark = round(time.monotonic() - mark, 3), time.monotonic()
         if stateful and spec.parses_records():
             # an aggregation's output rows are not input records: a companion query, with its own checkpoint
@@ -257,8 +259,74 @@ def _run_query(spark, spec, settings, options, summary, table, checkpoint, scrat
         _fill_batches(spark, summary, collector, query, target_table, target_checkpoint, spec,
                       txn_app_id(spec.name, summary["checkpoint_id"]), writer.stats)
         phases["report"] = round(time.monotonic() - mark, 3)
+        if reingest and summary["error"] is None:
+            mark = time.monotonic()
+            _run_reingest(spark, spec, settings, options, summary, target)
+            phases["reingest"] = round(time.monotonic() - mark, 3)
     for key, value in _totals([s for s in (summary.get("bad_records_query") or {},)]).items():
         summary[key] += value
+
+
+def _check_overwrites(spec: PipelineSpec, settings: Settings, summary: dict[str, Any], checkpoint: str) -> bool:
+    """Report the landing files rewritten since they were ingested (``overwritten_files``); with
+    ``on_overwrite: fail`` refuse the run, with ``reingest`` copy each new version for the companion query.
+    Returns whether the companion query has copies to ingest (:mod:`spark_jobs.overwrites`)."""
+    if not isinstance(spec.source, FileSource):
+        return False
+    action = spec.source.on_overwrite
+    source_root = spec.source_path(settings)
+    rewritten = overwrites.find_rewritten(source_root, checkpoint)
+    summary["overwritten_files"] = overwrites.report(rewritten, action)
+    if rewritten and action == "fail":
+        raise OverwrittenFiles(overwrites.fail_message(rewritten))
+    if action != "reingest":
+        return False
+    if rewritten:
+        summary["overwritten_files"]["copied"] = len(overwrites.stage_copies(source_root, checkpoint, rewritten))
+    return overwrites.pending_copies(checkpoint)
+
+
+class OverwrittenFiles(RuntimeError):
+    """``on_overwrite: fail`` and landing files were rewritten after they were ingested."""
+
+
+def _run_reingest(spark, spec: PipelineSpec, settings: Settings, options: RunOptions, summary: dict[str, Any],
+                  target: Target) -> None:
+    """The companion query of ``on_overwrite: reingest``: the copies of rewritten files, through the same
+    reader, transform and writer into the same tables, with a checkpoint and transaction id of its own."""
+    staging = overwrites.staging_folder(target.checkpoint)
+    reingest_spec = spec.model_copy(update={"source": spec.source.model_copy(update={"path": str(staging)})})
+    checkpoint = overwrites.companion_checkpoint(target.checkpoint)
+    companion = Target(table=target.table, quarantine=target.quarantine, app_id=f"{target.app_id}-reingest",
+                       run_id=target.run_id, checkpoint=checkpoint)
+    collector = ProgressCollector(query_name=f"{spec.name}_reingest")
+    part: dict[str, Any] = {"dry_run": summary["dry_run"], "delta_version_before": summary["delta_version_after"],
+                            **dict.fromkeys(("batches", "input_rows", "output_rows", *_COUNTS), 0)}
+    spark.streams.addListener(collector)
+    writer = query = None
+    try:
+        query_df, _, _ = _output(spark, reingest_spec, read_stream(spark, reingest_spec, settings))
+        writer = BatchWriter(reingest_spec, companion, transform=True,
+                             skip_batches=_committed_replay(checkpoint, target.table, companion.app_id))
+        query = start_write(query_df, batch_function=writer, checkpoint=checkpoint, trigger=options.trigger,
+                            query_name=f"{spec.name}_reingest", mode=output_mode(spec))
+        query.awaitTermination()
+    except Exception as err:  # noqa: BLE001 - the summary's error, raised by the caller
+        failure = writer.failure if writer is not None else None
+        summary["error"] = f"reingesting rewritten files: {describe_error(failure or err)}"
+    finally:
+        spark.streams.removeListener(collector)
+    summary["delta_version_after"] = part["delta_version_after"] = current_version(spark, summary["sink"])
+    if query is None:
+        return
+    _fill_batches(spark, part, collector, query, target.table, checkpoint, reingest_spec, companion.app_id,
+                  writer.stats)
+    summary["reingest"] = {key: part[key] for key in ("batches", "input_rows", "output_rows", "micro_batches",
+                                                      "skipped_batches")}
+    for key in ("input_rows", "output_rows", *_COUNTS):
+        summary[key] += part[key]
+    if summary["error"] is None:
+        overwrites.delete_ingested_copies(target.checkpoint)
 
 
 LISTING_THRESHOLD = "spark.sql.sources.parallelPartitionDiscovery.threshold"

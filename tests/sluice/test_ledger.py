@@ -112,3 +112,22 @@ def test_quality_warnings_name_the_count_and_where_to_look():
         "orders: expectation known (customer IS NOT NULL) violated by 4 row(s), kept (on_violation: warn)",
     ]
     assert quality_warnings(summary("r2")) == []
+
+
+def test_quality_warnings_name_rewritten_files_and_the_options():
+    from sluice.quality import quality_warnings
+
+    paths = [f"/lake/landing/f{n}.json" for n in range(10)]
+    warned = quality_warnings(summary("r1", overwritten_files={"count": 12, "paths": paths, "action": "warn"}))
+    assert warned == [
+        f"orders: 12 landing file(s) rewritten after they were ingested, their new content NOT ingested: "
+        f"{', '.join(paths)} and 2 more. Options: source.on_overwrite: reingest (each new version ingested once; a "
+        "merge sink with keys replaces the old rows) or fail (stop the pipeline until it is looked at); land "
+        "corrections under a new file name"
+    ]
+    reingested = quality_warnings(summary("r2", overwritten_files={"count": 1, "paths": paths[:1], "action": "reingest"}))
+    assert reingested == [
+        "orders: 1 landing file(s) rewritten after they were ingested: /lake/landing/f0.json; their new content is "
+        "ingested as new input (source.on_overwrite: reingest; an append sink keeps the old rows too)"
+    ]
+    assert quality_warnings(summary("r3", overwritten_files={"count": 0, "paths": [], "action": "warn"})) == []

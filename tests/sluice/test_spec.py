@@ -212,6 +212,8 @@ def test_data_quality_defaults_are_the_cautious_ones():
          "expectations.0.on_violation: 'skip' is not allowed; use one of: warn, drop, quarantine, fail"),
         ({"expectations": [{"name": "a", "rule": "  "}]}, "expectations.0.rule: a Spark SQL boolean is required"),
         ({"schema_evolution": "merge"}, "schema_evolution: 'merge' is not allowed; use one of: rescue, add_columns, fail"),
+        ({"source": {**JSON_SOURCE, "on_overwrite": "ignore"}},
+         "source.on_overwrite: 'ignore' is not allowed; use one of: warn, fail, reingest"),
         ({"source": {**JSON_SOURCE, "format": "csv"}, "schema_evolution": "add_columns"},
          "schema_evolution: add_columns applies to JSON sources (json files, Kafka json values), not to csv"),
         ({"schema_evolution": "add_columns", "transform": {"sql": "SELECT id, count(*) FROM source GROUP BY id"}},

@@ -1,0 +1,174 @@
+"""A landing file rewritten after it was ingested (source.on_overwrite): reported, refused or ingested again,
+on real Spark and Delta, in-process."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from spark_jobs.overwrites import find_rewritten, source_log, staging_folder
+from spark_jobs.runner import RunFailed, RunOptions, run_pipeline
+from tests.helpers import make_spec, tree_digest, write_lines
+
+SCHEMA = "id BIGINT, v STRING"
+
+
+def spec_of(on_overwrite: str | None = None, **overrides):
+    source = {"format": "json", "path": "landing/items", "schema": SCHEMA}
+    if on_overwrite:
+        source["on_overwrite"] = on_overwrite
+    return make_spec({"name": "items", "source": source, "sink": {"path": "bronze/items"}, **overrides})
+
+
+def land(lake, name: str, rows: list[tuple[int, str]], *, later_by_s: int = 0) -> Path:
+    """Write (or rewrite in place) a landing file; ``later_by_s`` moves its modification time forward, as a
+    producer's rewrite some time after the first export does."""
+    path = write_lines(lake.lake_root / "landing" / "items" / name, [json.dumps({"id": i, "v": v}) for i, v in rows])
+    if later_by_s:
+        stat = path.stat()
+        os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + later_by_s * 1_000_000_000))
+    return path
+
+
+def run(spark, spec, lake, dry_run=False):
+    return run_pipeline(spark, spec, lake, RunOptions(trigger=spec.trigger, dry_run=dry_run, run_id="t",
+                                                      write_ledger=False))
+
+
+def rows(spark, spec, lake) -> list[tuple[int, str]]:
+    table = spark.read.format("delta").load(spec.sink_path(lake))
+    return sorted((r.id, r.v) for r in table.collect())
+
+
+def test_a_rewritten_file_is_reported_not_silently_ignored(spark, lake):
+    spec = spec_of()  # on_overwrite: warn, the default
+    landed = land(lake, "f.json", [(1, "a"), (2, "b")])
+    land(lake, "gone.json", [(9, "z")])
+    first = run(spark, spec, lake)
+    assert first["input_rows"] == 3
+    assert first["overwritten_files"] == {"checked": True, "count": 0, "paths": [], "action": "warn"}
+
+    land(lake, "f.json", [(1, "a2"), (2, "b2"), (3, "c")], later_by_s=5)
+    (lake.lake_root / "landing" / "items" / "gone.json").unlink()  # deleted after ingestion: not an overwrite
+    land(lake, "new.json", [(4, "d")])  # a new name is new input, as ever
+    second = run(spark, spec, lake)
+    assert (second["input_rows"], second["output_rows"]) == (1, 1)
+    assert second["overwritten_files"] == {"checked": True, "count": 1, "paths": [str(landed)], "action": "warn"}
+    assert rows(spark, spec, lake) == [(1, "a"), (2, "b"), (4, "d"), (9, "z")]  # the new content is not ingested
+
+    # reported on every run while the file differs from what was ingested
+    assert run(spark, spec, lake)["overwritten_files"]["count"] == 1
+
+
+def test_on_overwrite_fail_refuses_the_run_before_anything_is_written(spark, lake):
+    spec = spec_of("fail")
+    landed = land(lake, "f.json", [(1, "a"), (2, "b")])
+    run(spark, spec, lake)
+    land(lake, "f.json", [(1, "a2"), (2, "b2"), (3, "c")], later_by_s=5)
+    land(lake, "new.json", [(4, "d")])
+    checkpoint = Path(spec.checkpoint_path(lake))
+    before = tree_digest(checkpoint)
+
+    with pytest.raises(RunFailed) as failed:
+        run(spark, spec, lake)
+    error = failed.value.summary["error"]
+    assert error.startswith("source.on_overwrite: fail: 1 landing file(s) were rewritten after they were ingested: "
+                            f"{landed} (ingested as modified at ")
+    assert "Nothing was written and the checkpoint did not advance" in error
+    assert "set source.on_overwrite: reingest" in error and "or warn" in error
+    assert failed.value.summary["overwritten_files"]["paths"] == [str(landed)]
+    assert tree_digest(checkpoint) == before
+    assert rows(spark, spec, lake) == [(1, "a"), (2, "b")]  # not even the new file
+
+
+def test_reingest_into_an_append_sink_ingests_each_version_once(spark, lake):
+    spec = spec_of("reingest")
+    land(lake, "f.json", [(1, "a"), (2, "b")])
+    run(spark, spec, lake)
+    land(lake, "f.json", [(1, "a2"), (2, "b2"), (3, "c")], later_by_s=5)
+    land(lake, "new.json", [(4, "d")])
+
+    second = run(spark, spec, lake)
+    assert second["overwritten_files"]["count"] == 1 and second["overwritten_files"]["copied"] == 1
+    assert (second["reingest"]["batches"], second["reingest"]["input_rows"]) == (1, 3)
+    assert (second["input_rows"], second["output_rows"]) == (4, 4)  # the new file's row and the new version's 3
+    # an append sink keeps the old rows too (a merge sink replaces them: the next test)
+    assert rows(spark, spec, lake) == [(1, "a"), (1, "a2"), (2, "b"), (2, "b2"), (3, "c"), (4, "d")]
+    assert not [p for p in staging_folder(spec.checkpoint_path(lake)).rglob("*") if p.is_file()]  # copy deleted
+
+    third = run(spark, spec, lake)  # the same version: done, not reported, not ingested again
+    assert (third["input_rows"], third["overwritten_files"]["count"]) == (0, 0)
+    assert "reingest" not in third
+
+    land(lake, "f.json", [(1, "a3")], later_by_s=10)  # a third version: once more
+    fourth = run(spark, spec, lake)
+    assert (fourth["input_rows"], fourth["overwritten_files"]["count"]) == (1, 1)
+    assert rows(spark, spec, lake).count((1, "a3")) == 1
+
+
+def test_reingest_into_a_merge_sink_replaces_the_corrected_rows(spark, lake):
+    spec = spec_of("reingest", sink={"path": "bronze/items", "mode": "merge", "keys": ["id"]})
+    land(lake, "f.json", [(1, "a"), (2, "b")])
+    land(lake, "g.json", [(5, "e")])
+    run(spark, spec, lake)
+    land(lake, "f.json", [(1, "a2"), (2, "b2"), (3, "c")], later_by_s=5)
+
+    run(spark, spec, lake)
+    assert rows(spark, spec, lake) == [(1, "a2"), (2, "b2"), (3, "c"), (5, "e")]  # the new id once
+    assert run(spark, spec, lake)["input_rows"] == 0
+
+
+def test_reingested_bad_records_go_to_the_quarantine_table(spark, lake):
+    spec = spec_of("reingest")
+    landed = land(lake, "f.json", [(1, "a")])
+    run(spark, spec, lake)
+    write_lines(landed, ['{"id": 2, "v": "b"}', '{"id": "two", "v": "c"}'])
+    os.utime(landed, ns=(landed.stat().st_atime_ns, landed.stat().st_mtime_ns + 5_000_000_000))
+
+    second = run(spark, spec, lake)
+    assert (second["input_rows"], second["quarantined_rows"]) == (2, 1)
+    quarantined = spark.read.format("delta").load(spec.quarantine_table_path(lake)).collect()
+    assert [(q.raw, q.batch_id) for q in quarantined] == [('{"id": "two", "v": "c"}', 0)]
+    assert Path(quarantined[0].source).name.startswith("f.sluice-v")  # the version's copy, named after the file
+    assert rows(spark, spec, lake) == [(1, "a"), (2, "b")]
+
+
+def test_a_dry_run_reports_and_predicts_a_reingest_without_touching_anything(spark, lake):
+    spec = spec_of("reingest")
+    land(lake, "f.json", [(1, "a"), (2, "b")])
+    run(spark, spec, lake)
+    landed = land(lake, "f.json", [(1, "a2"), (2, "b2"), (3, "c")], later_by_s=5)
+    checkpoint = Path(spec.checkpoint_path(lake))
+    before = tree_digest(checkpoint)
+
+    dry = run(spark, spec, lake, dry_run=True)
+    assert dry["overwritten_files"]["paths"] == [str(landed)]
+    assert (dry["input_rows"], dry["reingest"]["input_rows"]) == (3, 3)
+    assert tree_digest(checkpoint) == before  # no copy, no companion checkpoint in the real one
+    assert rows(spark, spec, lake) == [(1, "a"), (2, "b")]
+    assert run(spark, spec, lake)["input_rows"] == 3  # the real run does what the dry run said
+
+
+def test_the_source_log_is_read_across_compactions(spark, lake):
+    # Spark folds the source log into <n>.compact every 10 batches: files of every batch stay known
+    spec = spec_of(source={"format": "json", "path": "landing/items", "schema": SCHEMA, "max_files_per_trigger": 1})
+    for n in range(12):
+        land(lake, f"f{n:02d}.json", [(n, "x")])
+    assert run(spark, spec, lake)["batches"] == 12
+    checkpoint = spec.checkpoint_path(lake)
+    assert sorted(p.name for p in (Path(checkpoint) / "sources" / "0").glob("*.compact")) == ["9.compact"]
+    assert len(source_log(checkpoint)) == 12
+    rewritten = land(lake, "f03.json", [(3, "y")], later_by_s=5)
+    assert [r.path for r in find_rewritten(spec.source_path(lake), checkpoint)] == [rewritten]
+
+
+def test_reingest_needs_a_stateless_transform():
+    from sluice.spec import SpecError
+
+    with pytest.raises(SpecError, match="source.on_overwrite: reingest feeds a rewritten file's records to the table "
+                                        "again, outside the query's state"):
+        spec_of("reingest", transform={"sql": "SELECT v, count(*) AS n FROM source GROUP BY v"},
+                sink={"path": "gold/items", "mode": "complete"})
