@@ -218,7 +218,7 @@ def _run_query(spark, spec, settings, options, summary, table, checkpoint, scrat
         summary["checkpoint_id"] = cp_id
         target = Target(table=target_table, quarantine=quarantine, app_id=txn_app_id(spec.name, cp_id),
                         run_id=options.run_id, checkpoint=target_checkpoint)
-        reingest = _check_overwrites(spec, settings, summary, target_checkpoint)
+        reingest = _check_overwrites(spec, settings, summary, target)
         phases["prepare"], mark = round(time.monotonic() - mark, 3), time.monotonic()
         if stateful and spec.parses_records():
             # an aggregation's output rows are not input records: a companion query, with its own checkpoint
@@ -267,20 +267,26 @@ def _run_query(spark, spec, settings, options, summary, table, checkpoint, scrat
         summary[key] += value
 
 
-def _check_overwrites(spec: PipelineSpec, settings: Settings, summary: dict[str, Any], checkpoint: str) -> bool:
+def _check_overwrites(spec: PipelineSpec, settings: Settings, summary: dict[str, Any], target: Target) -> bool:
     """Report the landing files rewritten since they were ingested (``overwritten_files``); with
     ``on_overwrite: fail`` refuse the run, with ``reingest`` copy each new version for the companion query.
     Returns whether the companion query has copies to ingest (:mod:`spark_jobs.overwrites`)."""
     if not isinstance(spec.source, FileSource):
         return False
-    action = spec.source.on_overwrite
+    action, checkpoint = spec.source.on_overwrite, target.checkpoint
     source_root = spec.source_path(settings)
-    rewritten = overwrites.find_rewritten(source_root, checkpoint)
+    # a batch planned but not written (a crash before its Delta commit) is read again by this run, as its files
+    # are now: a file of it rewritten since is not an overwrite (its new content is what the replay writes)
+    pending = guards.pending_batch(checkpoint)
+    rereading = pending if pending is not None and pending not in _committed_replay(checkpoint, target.table,
+                                                                                    target.app_id) else None
+    rewritten = overwrites.find_rewritten(source_root, checkpoint, rereading=rereading)
     summary["overwritten_files"] = overwrites.report(rewritten, action)
     if rewritten and action == "fail":
         raise OverwrittenFiles(overwrites.fail_message(rewritten))
     if action != "reingest":
         return False
+    overwrites.delete_ingested_copies(checkpoint)  # left by a run that died between a commit and the clean-up
     if rewritten:
         summary["overwritten_files"]["copied"] = len(overwrites.stage_copies(source_root, checkpoint, rewritten))
     return overwrites.pending_copies(checkpoint)
@@ -301,7 +307,8 @@ def _run_reingest(spark, spec: PipelineSpec, settings: Settings, options: RunOpt
                        run_id=target.run_id, checkpoint=checkpoint)
     collector = ProgressCollector(query_name=f"{spec.name}_reingest")
     part: dict[str, Any] = {"dry_run": summary["dry_run"], "delta_version_before": summary["delta_version_after"],
-                            **dict.fromkeys(("batches", "input_rows", "output_rows", *_COUNTS), 0)}
+                            **dict.fromkeys(("batches", "input_rows", "output_rows", *_COUNTS), 0),
+                            "micro_batches": [], "skipped_batches": []}
     spark.streams.addListener(collector)
     writer = query = None
     try:

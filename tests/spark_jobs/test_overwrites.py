@@ -5,11 +5,18 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 
 import pytest
 
-from spark_jobs.overwrites import find_rewritten, source_log, staging_folder
+from spark_jobs.overwrites import (
+    companion_checkpoint,
+    find_rewritten,
+    local_file,
+    source_log,
+    staging_folder,
+)
 from spark_jobs.runner import RunFailed, RunOptions, run_pipeline
 from tests.helpers import make_spec, tree_digest, write_lines
 
@@ -172,3 +179,39 @@ def test_reingest_needs_a_stateless_transform():
                                         "again, outside the query's state"):
         spec_of("reingest", transform={"sql": "SELECT v, count(*) AS n FROM source GROUP BY v"},
                 sink={"path": "gold/items", "mode": "complete"})
+
+
+def test_a_file_fixed_after_its_batch_failed_is_read_again_not_reingested(spark, lake):
+    # the README's advice for a failing expectation: fix the data and run again. The failed batch was planned
+    # (its files are in the source log) but not written: the rerun reads the fixed file as its batch, once.
+    spec = spec_of("reingest", expectations=[{"name": "positive", "rule": "id > 0", "on_violation": "fail"}])
+    land(lake, "a.json", [(1, "a")])
+    run(spark, spec, lake)
+    land(lake, "b.json", [(-1, "x")])
+    with pytest.raises(RunFailed, match="expectation positive"):
+        run(spark, spec, lake)
+
+    land(lake, "b.json", [(2, "y")], later_by_s=5)
+    fixed = run(spark, spec, lake)
+    assert (fixed["input_rows"], fixed["overwritten_files"]["count"]) == (1, 0)
+    assert "reingest" not in fixed
+    assert rows(spark, spec, lake) == [(1, "a"), (2, "y")]
+
+
+def test_a_copy_left_after_its_batch_was_committed_is_cleaned_up_not_ingested_again(spark, lake):
+    spec = spec_of("reingest")
+    landed = land(lake, "f.json", [(1, "a")])
+    run(spark, spec, lake)
+    land(lake, "f.json", [(1, "a2")], later_by_s=5)
+    run(spark, spec, lake)
+    # a run that died after the companion's commit, before it deleted the copy, would leave it where it was
+    checkpoint = spec.checkpoint_path(lake)
+    (entry,) = source_log(companion_checkpoint(checkpoint))
+    copy = Path(local_file(entry["path"]))
+    shutil.copyfile(landed, copy)
+    assert copy.name.startswith("f.sluice-v") and copy.parent == staging_folder(checkpoint)
+
+    after = run(spark, spec, lake)
+    assert (after["input_rows"], after["overwritten_files"]["count"]) == (0, 0)
+    assert not copy.exists()
+    assert rows(spark, spec, lake) == [(1, "a"), (1, "a2")]
