@@ -34,7 +34,6 @@ from __future__ import annotations
 import json
 import uuid
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from pyspark.sql import Column, DataFrame, Observation
@@ -42,7 +41,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
 from sluice.spec import RESCUED_COLUMN, FileSource, PipelineSpec
-from spark_jobs.delta_table import local_path
+from spark_jobs import checkpoint_files
 from spark_jobs.progress import files_of_batch
 from spark_jobs.records import BAD, ORIGIN, RAW, good_rows
 from spark_jobs.sink import write_rows, write_sink
@@ -173,10 +172,10 @@ class BatchWriter:
                                 F.count(F.when(dropped, 1)).alias("__dropped"),
                                 F.count(F.when(set_aside, 1)).alias("__quarantined"))
             rows = rows.where(~set_aside & ~dropped)
-        marker = quarantine_marker(self.target.checkpoint)
+        spark, checkpoint = batch.sparkSession, self.target.checkpoint
+        marker = quarantine_marker(checkpoint) if checkpoint is not None else None
         if marker is not None:
-            marker.parent.mkdir(parents=True, exist_ok=True)
-            marker.write_text(str(batch_id), encoding="utf-8")
+            checkpoint_files.write_text(spark, marker, str(batch_id))
         write_sink(rows, spec.sink, self.target.table, app_id=self.target.app_id, batch_id=batch_id,
                    merge_schema=False, user_metadata={"sluice_backfill": None, "run_id": self.target.run_id})
         if not _observed(source_seen):
@@ -203,7 +202,7 @@ class BatchWriter:
                     quarantine.append(self._expectation_rows(checked, violated, set_aside, batch_id))
             self._write_quarantine(quarantine, batch_id)
         if marker is not None:
-            marker.unlink(missing_ok=True)
+            checkpoint_files.delete(spark, marker)
 
     def _write_counted(self, batch: DataFrame, batch_id: int) -> None:
         spec = self.spec
@@ -441,19 +440,17 @@ class BatchWriter:
 QUARANTINE_PENDING = "sluice_quarantine_pending"
 
 
-def quarantine_marker(checkpoint: str | None) -> Path | None:
-    """The file naming the batch whose quarantine rows may not be written yet (None: not a local checkpoint;
-    without the marker a restart reads the replayed batch anyway, and loses nothing)."""
-    local = local_path(checkpoint) if checkpoint is not None else None
-    return local / QUARANTINE_PENDING if local is not None else None
+def quarantine_marker(checkpoint: str) -> str:
+    """The file naming the batch whose quarantine rows may not be written yet (between the sink's commit and
+    the quarantine table's), written and cleared through the checkpoint's file system (any URI)."""
+    return f"{checkpoint.rstrip('/')}/{QUARANTINE_PENDING}"
 
 
-def quarantine_pending(checkpoint: str | None) -> int | None:
+def quarantine_pending(spark, checkpoint: str | None) -> int | None:
     """The batch a crash left between its sink commit and its quarantine rows, if any."""
-    marker = quarantine_marker(checkpoint)
-    if marker is None or not marker.is_file():
+    if checkpoint is None:
         return None
-    text = marker.read_text(encoding="utf-8").strip()
+    text = (checkpoint_files.read_text(spark, quarantine_marker(checkpoint)) or "").strip()
     return int(text) if text.isdigit() else None
 
 

@@ -15,7 +15,7 @@ def current_version(spark: SparkSession, path: str) -> int | None:
     local = log_state(path)
     if local is not None:
         return local["version"]
-    if not DeltaTable.isDeltaTable(spark, path):
+    if uncommitted_log(path) or not DeltaTable.isDeltaTable(spark, path):
         return None
     return DeltaTable.forPath(spark, path).history(1).select("version").first()[0]
 
@@ -44,6 +44,18 @@ def log_state(path: str) -> dict[str, Any] | None:
         }
     except (OSError, ValueError, KeyError, TypeError):
         return None
+
+
+def uncommitted_log(path: str) -> bool:
+    """A local ``_delta_log`` that holds no commit: a table whose creation died before its first commit (a
+    crash, kill -9). Delta says "is a Delta table" of it, then fails to read it; it is no table yet."""
+    log = _local_log(path)
+    if log is None:
+        return False
+    try:
+        return not any(p.name.endswith(".json") and p.name[:-5].isdigit() for p in log.iterdir())
+    except OSError:
+        return False
 
 
 def commits_since(

@@ -30,7 +30,7 @@ from pyspark.sql.types import StructField, StructType
 
 from sluice.settings import Settings
 from sluice.spec import _STATEFUL_SQL_RE, RESCUED_COLUMN, KafkaSource, PipelineSpec
-from spark_jobs.delta_table import log_state
+from spark_jobs.delta_table import log_state, uncommitted_log
 
 PIPELINE_PROPERTY = "sluice.pipeline"
 CHECKPOINT_PROPERTY = "sluice.checkpointId"
@@ -163,7 +163,7 @@ def table_state(spark: SparkSession, path: str) -> dict[str, Any] | None:
     local = log_state(path)
     if local is not None:
         return {"properties": local["properties"], "num_files": local["num_files"], "columns": local["columns"]}
-    if not DeltaTable.isDeltaTable(spark, path):
+    if uncommitted_log(path) or not DeltaTable.isDeltaTable(spark, path):
         return None
     detail = DeltaTable.forPath(spark, path).detail().select("properties", "numFiles").first()
     return {"properties": dict(detail["properties"] or {}), "num_files": int(detail["numFiles"] or 0),
@@ -188,6 +188,10 @@ def create_table(
         writer.save(path)
         set_identity(spark, path, spec, cp_id)
         return
+    if uncommitted_log(path):
+        # a creation that died before its first commit left a _delta_log of temporary files only, which Delta's
+        # createIfNotExists takes for a table it then cannot read: no commit means no table, so start over
+        shutil.rmtree(Path(path) / "_delta_log")
     builder = DeltaTable.createIfNotExists(spark).location(path).addColumns(_nullable(schema))
     if spec.sink.partition_by:
         builder = builder.partitionedBy(*spec.sink.partition_by)

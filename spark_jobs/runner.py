@@ -218,7 +218,7 @@ def _run_query(spark, spec, settings, options, summary, table, checkpoint, scrat
         summary["checkpoint_id"] = cp_id
         target = Target(table=target_table, quarantine=quarantine, app_id=txn_app_id(spec.name, cp_id),
                         run_id=options.run_id, checkpoint=target_checkpoint)
-        reingest = _check_overwrites(spec, settings, summary, target)
+        reingest = _check_overwrites(spark, spec, settings, summary, target)
         phases["prepare"], mark = round(time.monotonic() - mark, 3), time.monotonic()
         if stateful and spec.parses_records():
             # an aggregation's output rows are not input records: a companion query, with its own checkpoint
@@ -234,7 +234,7 @@ def _run_query(spark, spec, settings, options, summary, table, checkpoint, scrat
             summary["bad_records_query"] = {"batches": len(companion.stats), **_totals(companion.stats.values())}
         # a batch planned but not marked done in the checkpoint, whose transaction the table already has
         # (a crash between the two commits): skip it without reading its input
-        committed = _committed_replay(target_checkpoint, target_table, target.app_id)
+        committed = _committed_replay(spark, target_checkpoint, target_table, target.app_id)
         writer = BatchWriter(spec, target, transform=not stateful, skip_batches=committed)
         query = start_write(
             query_df, batch_function=writer, checkpoint=target_checkpoint, trigger=options.trigger,
@@ -267,7 +267,7 @@ def _run_query(spark, spec, settings, options, summary, table, checkpoint, scrat
         summary[key] += value
 
 
-def _check_overwrites(spec: PipelineSpec, settings: Settings, summary: dict[str, Any], target: Target) -> bool:
+def _check_overwrites(spark: SparkSession, spec: PipelineSpec, settings: Settings, summary: dict[str, Any], target: Target) -> bool:
     """Report the landing files rewritten since they were ingested (``overwritten_files``); with
     ``on_overwrite: fail`` refuse the run, with ``reingest`` copy each new version for the companion query.
     Returns whether the companion query has copies to ingest (:mod:`spark_jobs.overwrites`)."""
@@ -278,8 +278,8 @@ def _check_overwrites(spec: PipelineSpec, settings: Settings, summary: dict[str,
     # a batch planned but not written (a crash before its Delta commit) is read again by this run, as its files
     # are now: a file of it rewritten since is not an overwrite (its new content is what the replay writes)
     pending = guards.pending_batch(checkpoint)
-    rereading = pending if pending is not None and pending not in _committed_replay(checkpoint, target.table,
-                                                                                    target.app_id) else None
+    rereading = pending if pending is not None and pending not in _committed_replay(
+        spark, checkpoint, target.table, target.app_id) else None
     rewritten = overwrites.find_rewritten(source_root, checkpoint, rereading=rereading)
     summary["overwritten_files"] = overwrites.report(rewritten, action)
     if rewritten and action == "fail":
@@ -314,7 +314,7 @@ def _run_reingest(spark, spec: PipelineSpec, settings: Settings, options: RunOpt
     try:
         query_df, _, _ = _output(spark, reingest_spec, read_stream(spark, reingest_spec, settings))
         writer = BatchWriter(reingest_spec, companion, transform=True,
-                             skip_batches=_committed_replay(checkpoint, target.table, companion.app_id))
+                             skip_batches=_committed_replay(spark, checkpoint, target.table, companion.app_id))
         query = start_write(query_df, batch_function=writer, checkpoint=checkpoint, trigger=options.trigger,
                             query_name=f"{spec.name}_reingest", mode=output_mode(spec))
         query.awaitTermination()
@@ -354,9 +354,9 @@ def _list_local_files_on_the_driver(spark: SparkSession, spec: PipelineSpec, set
         spark.conf.set(LISTING_THRESHOLD, LOCAL_LISTING_THRESHOLD)
 
 
-def _committed_replay(checkpoint: str, table: str, app_id: str) -> set[int]:
+def _committed_replay(spark: SparkSession, checkpoint: str, table: str, app_id: str) -> set[int]:
     pending = guards.pending_batch(checkpoint)
-    if pending is None or quarantine_pending(checkpoint) == pending:
+    if pending is None or quarantine_pending(spark, checkpoint) == pending:
         # a crash after the batch's sink commit but before its quarantine rows: read it again for them
         return set()
     version = txn_version(table, app_id)

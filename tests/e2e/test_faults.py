@@ -10,7 +10,9 @@ import subprocess
 import time
 from pathlib import Path
 
-from bench.chaos import Harness
+import pytest
+
+from bench.chaos import BAD_COUNTS, BAD_PER_ROUND, ROWS_PER_ROUND, Harness
 from sluice.process import descendants
 from tests.e2e.conftest import BIN, last_json_line, sluice, wait_for
 from tests.helpers import orders_spec, write_orders, write_spec
@@ -103,21 +105,35 @@ def test_airflow_on_kill_kills_the_whole_spark_submit_tree(lake, airflow_db):
     assert not [p for p in tree["jvm"] + tree["driver"] if alive(p)]
 
 
+@pytest.mark.timeout(1800)  # 9 kills and 9 clean runs: on a machine busy with other work, past the 900 s default
 def test_short_chaos_run_loses_and_duplicates_nothing(tmp_path, spark, kafka_broker):
-    # every pipeline gets the exact kill between the Delta commit and the checkpoint commit; files also a kill -9
-    # of the whole process tree at a random moment, the MERGE a halt right before its Delta commit (`make chaos`
-    # runs 50 random rounds each)
-    plan = {"files": ["between_commits", "random"], "kafka": ["between_commits"],
+    # every pipeline gets the exact kill between the Delta commit and the checkpoint commit, and a halt before
+    # its quarantine table's commit (on the files pipeline's one-pass path: between the batch's two commits);
+    # files also the marker's clear and a kill -9 of the whole process tree at a random moment, the MERGE a
+    # halt right before its sink's Delta commit (`make chaos` runs 50 rounds each, drawn from every mode).
+    # Each round's input has bad records: malformed, a wrong type, an expectation set to quarantine violated.
+    plan = {"files": ["between_commits", "before_quarantine_commit", "before_marker_clear", "random"],
+            "kafka": ["between_commits", "before_quarantine_commit"],
             "merge": ["between_commits", "before_commit"]}
     harness = Harness(tmp_path / "chaos", seed=7, kinds=list(plan), modes=["random"],
                       bootstrap=kafka_broker.bootstrap_servers)
     results = harness.run(0, spark, plan=plan)
     print(json.dumps(results, indent=1))
     for kind, result in results.items():
-        assert result["rounds"] == len(plan[kind])
-        assert (result["lost"], result["duplicated"], result["stale"], result["unexpected"]) == (0, 0, 0, 0), kind
+        halts = [m for m in plan[kind] if m != "random"]
+        # every planned halt happened: the JVM stopped at its point (never a run that finished instead)
+        assert result["halted"] == len(halts) and result["never_fired"] == [], (kind, result)
+        assert {m: result["kills"][m] for m in halts} == {m: halts.count(m) for m in halts}
+        assert result["rounds"] == len(plan[kind]), (kind, result)
         assert result["failures"] == []
+        for key in BAD_COUNTS:
+            assert result[key] == 0, (kind, key, result)
         assert result["rows"] > 0
         # the kill between the two commits left a batch that Delta had committed: the rerun skipped it
         assert result["replayed_batches"] >= 1, kind
-    assert results["files"]["rows"] == results["files"]["produced"] == 600
+        # each bad record is in the quarantine table exactly once (BAD_PER_ROUND per input: every round, a
+        # missed one too, and the clean first run before random kills)
+        inputs = result["rounds"] + result["missed"] + ("random" in plan[kind])
+        assert result["quarantine_rows"] == BAD_PER_ROUND * inputs, kind
+    assert results["files"]["killed_in_flight"] == 1
+    assert results["files"]["rows"] == ROWS_PER_ROUND * (4 + 1 + results["files"]["missed"])  # + the clean first run

@@ -306,3 +306,24 @@ def test_every_run_appends_to_the_ledger_which_answers_which_run_wrote_a_version
     assert json.loads(answer[0].end_offset) == {"logOffset": 1}
     assert [Path(f).name for f in answer[0].files] == ["b.json"]
     assert first["ledger"] == str(lake.ledger_path)
+
+
+def test_a_first_run_killed_while_creating_its_tables_is_not_a_broken_pipeline(spark, lake):
+    # kill -9 right before the first Delta commit of the sink and of the quarantine table (their creation):
+    # each is left a _delta_log with only Delta's temporary file (seen in `make chaos`); Delta calls such a
+    # folder a Delta table, then fails to read it
+    from spark_jobs.guards import ensure_checkpoint_id
+
+    spec = make_spec(orders_spec())
+    write_lines(lake.lake_root / "landing" / "orders" / "a.json",
+                ['{"id": 1, "amount": 2.0}', '{"id": 2, "amount": 3.0}', '{"id": "x"}'])
+    ensure_checkpoint_id(spec.checkpoint_path(lake))
+    for path in (spec.sink_path(lake), spec.quarantine_table_path(lake)):
+        log = Path(path) / "_delta_log"
+        log.mkdir(parents=True)
+        (log / ".00000000000000000000.json.0b5e2b9e-5c1a-4a8e-9d2b-2f7c3a1e9d10.tmp").write_text("{}\n")
+
+    summary = run(spark, spec, lake, write_ledger=False)
+    assert (summary["delta_version_before"], summary["input_rows"], summary["quarantined_rows"]) == (None, 3, 1)
+    assert ids(spark, spec, lake) == [1, 2]
+    assert spark.read.format("delta").load(spec.quarantine_table_path(lake)).count() == 1

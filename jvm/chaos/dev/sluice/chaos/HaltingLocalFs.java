@@ -21,14 +21,19 @@ import org.apache.hadoop.fs.Path;
  *   .../_delta_log/\d+\.json$  after the data files are written, before the Delta commit
  *   .../offsets/3$           before batch 3 is planned
  *
+ * SLUICE_CHAOS_HALT_BEFORE_DELETE does the same right before a file whose path matches is deleted (sluice's
+ * quarantine marker is cleared that way, through Spark's CheckpointFileManager).
+ *
  * Enabled per run with spark.hadoop.fs.AbstractFileSystem.file.impl=dev.sluice.chaos.HaltingLocalFs and
  * this jar on spark.driver.extraClassPath. Without the variable it is the plain local file system (checksummed,
  * like Hadoop's own LocalFs).
  */
 public class HaltingLocalFs extends DelegateToFileSystem {
     public static final String ENV = "SLUICE_CHAOS_HALT_BEFORE";
+    public static final String DELETE_ENV = "SLUICE_CHAOS_HALT_BEFORE_DELETE";
     public static final int EXIT_CODE = 137; // what a shell reports for a process killed by SIGKILL
     private static final Pattern HALT = compile(System.getenv(ENV));
+    private static final Pattern HALT_DELETE = compile(System.getenv(DELETE_ENV));
 
     public HaltingLocalFs(URI uri, Configuration conf) throws IOException, URISyntaxException {
         super(uri, new LocalFileSystem(), conf, "file", false);
@@ -44,8 +49,12 @@ public class HaltingLocalFs extends DelegateToFileSystem {
     }
 
     private static void haltBefore(Path dst) {
-        if (HALT != null && HALT.matcher(dst.toUri().getPath()).find()) {
-            System.err.println("sluice chaos: halting the JVM before writing " + dst);
+        haltIf(HALT, dst, "writing");
+    }
+
+    private static void haltIf(Pattern pattern, Path path, String what) {
+        if (pattern != null && pattern.matcher(path.toUri().getPath()).find()) {
+            System.err.println("sluice chaos: halting the JVM before " + what + " " + path);
             System.err.flush();
             Runtime.getRuntime().halt(EXIT_CODE);
         }
@@ -61,5 +70,11 @@ public class HaltingLocalFs extends DelegateToFileSystem {
     public void renameInternal(Path src, Path dst, boolean overwrite) throws IOException {
         haltBefore(dst);
         super.renameInternal(src, dst, overwrite);
+    }
+
+    @Override
+    public boolean delete(Path f, boolean recursive) throws IOException {
+        haltIf(HALT_DELETE, f, "deleting");
+        return super.delete(f, recursive);
     }
 }

@@ -1,0 +1,50 @@
+"""sluice's own small files in a checkpoint, written the way Spark writes the checkpoint's logs.
+
+Through Spark's ``CheckpointFileManager`` (the JVM's): a file is written whole (a temporary file renamed into
+place, or the object store's atomic put), read, deleted, by URI -- the same code for a local path and an
+object store, and the same file system Spark's offsets and commits go through (so a fault-injecting file
+system, ``jvm/chaos``, can stop a run right before one of these writes, as it does before Spark's own).
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import SparkSession
+
+_MANAGER = "org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileManager"
+
+
+def _manager(spark: SparkSession, path: str):
+    jvm = spark._jvm
+    hadoop_path = jvm.org.apache.hadoop.fs.Path(path)
+    manager = getattr(jvm, _MANAGER).create(hadoop_path.getParent(), spark._jsc.hadoopConfiguration())
+    return manager, hadoop_path
+
+
+def write_text(spark: SparkSession, path: str, text: str) -> None:
+    """Write ``path`` whole, replacing what is there."""
+    manager, hadoop_path = _manager(spark, path)
+    out = manager.createAtomic(hadoop_path, True)
+    try:
+        out.write(bytearray(text.encode("utf-8")))
+    except Exception:
+        out.cancel()
+        raise
+    out.close()
+
+
+def read_text(spark: SparkSession, path: str) -> str | None:
+    """The file's text, or None when there is no such file."""
+    manager, hadoop_path = _manager(spark, path)
+    if not manager.exists(hadoop_path):
+        return None
+    stream = manager.open(hadoop_path)
+    try:
+        return bytes(spark._jvm.org.apache.commons.io.IOUtils.toByteArray(stream)).decode("utf-8")
+    finally:
+        stream.close()
+
+
+def delete(spark: SparkSession, path: str) -> None:
+    """Delete the file (nothing happens if it is not there)."""
+    manager, hadoop_path = _manager(spark, path)
+    manager.delete(hadoop_path)
