@@ -153,7 +153,8 @@ class BatchWriter:
         # rows in: also tells whether the write ran at all (Delta skips a transaction it has committed)
         source_seen = Observation(f"sluice_source_{batch_id}_{tag}")
         counts = [F.count(F.lit(1)).alias("rows")]
-        rescued = RESCUED_COLUMN in batch.columns
+        # fields this source kept beyond its schema; a Delta source's _rescued is an upstream table's column
+        rescued = RESCUED_COLUMN in batch.columns and BAD in batch.columns
         if BAD in batch.columns:
             counts.append(F.count(F.col(BAD)).alias("bad"))
             if rescued:

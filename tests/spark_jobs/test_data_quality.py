@@ -378,3 +378,20 @@ def test_bad_records_of_a_stateful_pipeline_are_quarantined_by_its_companion_que
     assert summary["quarantined_rows"] == 1
     again = run(spark, spec, lake)
     assert again["quarantined_rows"] == 0 and quarantine(spark, spec, lake).count() == 1
+
+
+def test_multiline_json_quarantines_a_bad_file_whole_and_has_no_rescued_column(spark, lake):
+    spec = make_spec({"name": "ml", "source": {"format": "json", "path": "landing/ml", "schema": "id BIGINT, v STRING",
+                                               "options": {"multiLine": True}}})
+    landing = lake.lake_root / "landing" / "ml"
+    landing.mkdir(parents=True)
+    (landing / "good.json").write_text('[\n  {"id": 1, "v": "a", "extra": true},\n  {"id": 2, "v": "b"}\n]\n')
+    bad_text = '{"id": 3,\n  "v": "c",\n  "broken'
+    (landing / "bad.json").write_text(bad_text)
+
+    summary = run(spark, spec, lake)
+    assert (summary["output_rows"], summary["quarantined_rows"], summary["rescued_rows"]) == (2, 1, 0)
+    assert table(spark, spec, lake).columns == ["id", "v"]  # no _rescued: the extra field is not kept
+    assert sorted(tuple(r) for r in table(spark, spec, lake).collect()) == [(1, "a"), (2, "b")]
+    (bad,) = quarantine(spark, spec, lake).collect()
+    assert bad.raw == bad_text and bad.source.endswith("/bad.json")  # the whole file, once
