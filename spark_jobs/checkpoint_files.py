@@ -48,3 +48,32 @@ def delete(spark: SparkSession, path: str) -> None:
     """Delete the file (nothing happens if it is not there)."""
     manager, hadoop_path = _manager(spark, path)
     manager.delete(hadoop_path)
+
+
+QUERY_LOGS = ("offsets", "commits", "state")
+"""The folders Spark requires empty when a query starts on a checkpoint with no planned batch."""
+
+
+def clear_interrupted_start(spark: SparkSession, checkpoint: str) -> list[str]:
+    """Delete what a query's first batch left half written, when it was killed before its first ``offsets/0``
+    was in place: Spark's temporary files (hidden: ``.0.<uuid>.tmp``, their ``.crc``). Spark starts such a
+    checkpoint as a new query, and a new query refuses a non-empty ``offsets`` folder
+    (STATE_STORE_CHECKPOINT_LOCATION_NOT_EMPTY): every later run of the pipeline would fail. Nothing is
+    deleted once a batch was planned, nor any file that is not hidden. Returns what was deleted."""
+    jvm = spark._jvm
+    root = jvm.org.apache.hadoop.fs.Path(checkpoint)
+    manager = getattr(jvm, _MANAGER).create(root, spark._jsc.hadoopConfiguration())
+    leftovers = []
+    for name in QUERY_LOGS:
+        folder = jvm.org.apache.hadoop.fs.Path(root, name)
+        if not manager.exists(folder):
+            continue
+        for status in manager.list(folder):
+            entry = status.getPath()
+            if name == "offsets" and entry.getName().isdigit():
+                return []  # a batch was planned: Spark resumes it, nothing here is a leftover
+            if entry.getName().startswith("."):
+                leftovers.append(entry)
+    for entry in leftovers:
+        manager.delete(entry)
+    return [str(entry) for entry in leftovers]

@@ -20,6 +20,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
 from sluice.spec import PipelineSpec, Sink, Trigger
+from spark_jobs.checkpoint_files import clear_interrupted_start
 
 TXN_APP_ID_CONF = "spark.databricks.delta.write.txnAppId"
 TXN_VERSION_CONF = "spark.databricks.delta.write.txnVersion"
@@ -45,7 +46,8 @@ def start_write(
     df: DataFrame, *, batch_function: Callable[[DataFrame, int], None], checkpoint: str, trigger: Trigger,
     query_name: str, mode: str,
 ) -> StreamingQuery:
-    """Start the one-shot query."""
+    """Start the one-shot query (after clearing what a killed first batch left half written)."""
+    clear_interrupted_start(df.sparkSession, checkpoint)
     writer = df.writeStream.option("checkpointLocation", checkpoint).queryName(query_name)
     writer = writer.outputMode(mode).foreachBatch(batch_function)
     # AvailableNow processes everything present at start (in several batches if rate-limited) and runs

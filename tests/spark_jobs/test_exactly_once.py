@@ -327,3 +327,18 @@ def test_a_first_run_killed_while_creating_its_tables_is_not_a_broken_pipeline(s
     assert (summary["delta_version_before"], summary["input_rows"], summary["quarantined_rows"]) == (None, 3, 1)
     assert ids(spark, spec, lake) == [1, 2]
     assert spark.read.format("delta").load(spec.quarantine_table_path(lake)).count() == 1
+
+
+def test_a_first_run_killed_while_writing_its_first_offsets_is_not_a_broken_pipeline(spark, lake):
+    # kill -9 while Spark renames offsets/0 into place (seen in `make chaos`): Spark's temporary file stays in
+    # offsets/, and a new query refuses a non-empty offsets folder (STATE_STORE_CHECKPOINT_LOCATION_NOT_EMPTY)
+    spec = make_spec(orders_spec())
+    write_orders(lake.lake_root / "landing" / "orders", "a.json", range(0, 5))
+    offsets = Path(spec.checkpoint_path(lake)) / "offsets"
+    offsets.mkdir(parents=True)
+    (offsets / ".0.0b5e2b9e-5c1a-4a8e-9d2b-2f7c3a1e9d10.tmp").write_text("v1\n")
+    (offsets / "..0.0b5e2b9e-5c1a-4a8e-9d2b-2f7c3a1e9d10.tmp.crc").write_bytes(b"crc")
+
+    summary = run(spark, spec, lake, write_ledger=False)
+    assert summary["input_rows"] == 5 and ids(spark, spec, lake) == list(range(5))
+    assert sorted(p.name for p in offsets.iterdir() if not p.name.startswith(".")) == ["0"]
