@@ -75,6 +75,9 @@ class Target:
     """A backfill: the slice's label (``2026-11-01..2026-11-03``), in the quarantine rows' ``backfill``."""
     files: list[str] | None = None
     """A backfill of files: what the batch reads (for the parquet schema check)."""
+    evolve_schema: bool = False
+    """The run adds or widens columns of the table (checked before the run, :func:`spark_jobs.guards.check_schema`):
+    the sink writes evolve its schema (``mergeSchema``; MERGE with ``autoMerge``) in the batch's commit."""
 
 
 class BatchWriter:
@@ -178,7 +181,7 @@ class BatchWriter:
             marker.parent.mkdir(parents=True, exist_ok=True)
             marker.write_text(str(batch_id), encoding="utf-8")
         write_sink(rows, spec.sink, self.target.table, app_id=self.target.app_id, batch_id=batch_id,
-                   merge_schema=False, user_metadata={"sluice_backfill": None, "run_id": self.target.run_id})
+                   merge_schema=self.target.evolve_schema, user_metadata={"sluice_backfill": None, "run_id": self.target.run_id})
         if not _observed(source_seen):
             # Delta skipped the write: the table has this batch's transaction (a replay after a crash that the
             # run did not see coming). Its quarantine rows may be missing: count it, and write what is missing.
@@ -252,7 +255,8 @@ class BatchWriter:
                 quarantine += outside
             self._write_quarantine(quarantine, batch_id)
             write_sink(rows, spec.sink, self.target.table, app_id=self.target.app_id, batch_id=batch_id,
-                       merge_schema=spec.schema_evolution == "add_columns", replace_where=self.target.replace_where,
+                       merge_schema=spec.schema_evolution == "add_columns" or self.target.evolve_schema,
+                       replace_where=self.target.replace_where,
                        user_metadata={"sluice_backfill": self.target.backfill, "run_id": self.target.run_id})
         finally:
             for df in cached:

@@ -21,9 +21,9 @@ def current_version(spark: SparkSession, path: str) -> int | None:
 
 
 def log_state(path: str) -> dict[str, Any] | None:
-    """Version, table properties and file count of a table on local disk, read from its ``_delta_log`` (the
-    latest commit's version checksum file) without a Spark job -- on a fresh JVM each Delta query costs
-    seconds. None when that is not possible (no table, a remote path, no checksum): ask Delta instead."""
+    """Version, table properties, file count and schema (Spark's JSON form) of a table on local disk, read
+    from its ``_delta_log`` (the latest commit's version checksum file) without a Spark job -- on a fresh
+    JVM each Delta query costs seconds. None when that is not possible (no table, a remote path, no checksum): ask Delta instead."""
     log = _local_log(path)
     if log is None:
         return None
@@ -36,11 +36,13 @@ def log_state(path: str) -> dict[str, Any] | None:
     version = max(versions)
     try:
         checksum = json.loads((log / f"{version:020d}.crc").read_text(encoding="utf-8"))
+        schema = json.loads(checksum["metadata"]["schemaString"])
         return {
             "version": version,
             "properties": dict(checksum["metadata"].get("configuration") or {}),
             "num_files": int(checksum["numFiles"]),
-            "columns": [f["name"] for f in json.loads(checksum["metadata"]["schemaString"])["fields"]],
+            "columns": [f["name"] for f in schema["fields"]],
+            "schema": schema,
         }
     except (OSError, ValueError, KeyError, TypeError):
         return None

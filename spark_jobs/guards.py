@@ -28,8 +28,10 @@ from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 from pyspark.sql.types import StructField, StructType
 
+from sluice.schema_change import SchemaChange, refusal_message
 from sluice.settings import Settings
 from sluice.spec import _STATEFUL_SQL_RE, RESCUED_COLUMN, KafkaSource, PipelineSpec
+from spark_jobs import schema_evolution
 from spark_jobs.delta_table import log_state
 
 PIPELINE_PROPERTY = "sluice.pipeline"
@@ -277,3 +279,12 @@ def prepare_sink(
             # a table from before sluice kept the fields a JSON record has beyond the schema
             spark.sql(f"ALTER TABLE delta.`{_quote(table)}` ADD COLUMNS (`{RESCUED_COLUMN}` STRING)")
     return cp_id, None
+
+
+def check_schema(spark: SparkSession, spec: PipelineSpec, *, table: str, schema: StructType) -> SchemaChange | None:
+    """Refuse an output the table cannot take (a column removed, renamed, narrowed or changed to another type)
+    before anything is written; return what the run will change (added and widened columns; None: no table)."""
+    change = schema_evolution.plan(spark, spec, table, schema)
+    if change is not None and change.refused:
+        raise GuardRefused(refusal_message(spec.name, table, change))
+    return change

@@ -24,7 +24,7 @@ from sluice.spec import (
     PipelineSpec,
     Trigger,
 )
-from spark_jobs import guards
+from spark_jobs import guards, schema_evolution
 from spark_jobs.batch_writer import BatchWriter, Target, quarantine_pending
 from spark_jobs.delta_table import (
     as_json,
@@ -198,9 +198,11 @@ def _run_query(spark, spec, settings, options, summary, table, checkpoint, scrat
         register_tables(spark, spec.transform, settings)
         query_df, stateful, schema = _output(spark, spec, source)
         quarantine = summary["quarantine"]
+        change = None
         if scratch is None:
             if not options.reset:
                 guards.check_spec_fits(spec, settings, checkpoint)
+                change = guards.check_schema(spark, spec, table=table, schema=schema)
             cp_id, aside = guards.prepare_sink(
                 spark, spec, table=table, checkpoint=checkpoint, schema=schema, reset=options.reset
             )
@@ -211,12 +213,17 @@ def _run_query(spark, spec, settings, options, summary, table, checkpoint, scrat
         else:
             target_table, target_checkpoint = str(scratch / "table"), str(scratch / "checkpoint")
             quarantine = str(scratch / "quarantine")
-            cp_id = _prepare_dry_run(spark, spec, settings, options, table, checkpoint, target_table,
-                                     target_checkpoint, schema)
+            cp_id, change = _prepare_dry_run(spark, spec, settings, options, table, checkpoint, target_table,
+                                             target_checkpoint, schema)
         guards.record_spec(spec, settings, target_checkpoint)
         summary["checkpoint_id"] = cp_id
+        evolve = bool(change and (change.added or change.widened))
+        if evolve:
+            summary["schema_change"] = {"table": table, **change.summary(), "applied": False}
+            schema_evolution.allow_widening(spark, target_table, change)
+            schema_evolution.mark_promotion(spark, spec, target_table, target_checkpoint, change)
         target = Target(table=target_table, quarantine=quarantine, app_id=txn_app_id(spec.name, cp_id),
-                        run_id=options.run_id, checkpoint=target_checkpoint)
+                        run_id=options.run_id, checkpoint=target_checkpoint, evolve_schema=evolve)
         phases["prepare"], mark = round(time.monotonic() - mark, 3), time.monotonic()
         if stateful and spec.parses_records():
             # an aggregation's output rows are not input records: a companion query, with its own checkpoint
@@ -239,6 +246,13 @@ def _run_query(spark, spec, settings, options, summary, table, checkpoint, scrat
             query_name=spec.name, mode=output_mode(spec),
         )
         query.awaitTermination()  # raises StreamingQueryException if the query failed
+        if evolve:
+            # a run that found no new data leaves the change to the next run that does
+            after = schema_evolution.plan(spark, spec, target_table, schema)
+            summary["schema_change"]["applied"] = not (after.added or after.widened)
+        promoted = schema_evolution.promote_pending(spark, target_table, target_checkpoint, options.run_id)
+        if promoted is not None:
+            summary["promoted_rescued"] = promoted
     except (PipelineBusy, guards.GuardRefused):
         raise
     except Exception as err:  # noqa: BLE001 - every failure becomes the summary's error, raised by the caller
@@ -305,14 +319,16 @@ def _totals(stats) -> dict[str, int]:
     return totals
 
 
-def _prepare_dry_run(spark, spec, settings, options, table, checkpoint, target_table, target_checkpoint, schema) -> str:
-    """Scratch checkpoint and table for a dry run; the same refusals a real run would meet."""
+def _prepare_dry_run(spark, spec, settings, options, table, checkpoint, target_table, target_checkpoint, schema):
+    """Scratch checkpoint and table for a dry run; the same refusals a real run would meet. Returns the
+    checkpoint id and the change the run makes to the table's schema."""
     if options.reset:
         cp_id = guards.ensure_checkpoint_id(target_checkpoint)
         guards.create_table(spark, target_table, schema, spec, cp_id)
-        return cp_id
+        return cp_id, None
     guards.check_spec_fits(spec, settings, checkpoint)
     state = guards.check_sink(spark, spec, table=table, checkpoint=checkpoint)
+    change = guards.check_schema(spark, spec, table=table, schema=schema) if state is not None else None
     if Path(checkpoint).is_dir():
         shutil.copytree(checkpoint, target_checkpoint)
     cp_id = guards.ensure_checkpoint_id(target_checkpoint)
@@ -321,7 +337,7 @@ def _prepare_dry_run(spark, spec, settings, options, table, checkpoint, target_t
     else:
         # the real table's files, referenced not copied: a MERGE sees the rows it would update
         spark.sql(f"CREATE TABLE delta.`{target_table}` SHALLOW CLONE delta.`{table}`")
-    return cp_id
+    return cp_id, change
 
 
 def _holder(options: RunOptions) -> dict[str, Any]:

@@ -1,0 +1,200 @@
+"""Schema drift at the table, on real Spark and Delta (issue 26): a column added to ``source.schema`` (or by
+``transform.sql``) is added to the table and gets the values earlier records kept in ``_rescued``; a widened
+type widens the column; a narrowed, changed, removed or renamed column is refused before anything is
+written -- for append, merge and complete sinks and a chained (Delta source) pipeline."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from spark_jobs import schema_evolution
+from spark_jobs.delta_table import current_version
+from spark_jobs.runner import RunFailed, RunOptions, run_pipeline
+from tests.helpers import make_spec, tree_digest, write_lines
+
+
+def run(spark, spec, lake, **options) -> dict:
+    return run_pipeline(spark, spec, lake, RunOptions(trigger="available_now", run_id=options.pop("run_id", "t"),
+                                                      write_ledger=False, **options))
+
+
+def pipeline(schema: str, **overrides) -> dict:
+    return {"name": "coupons", "source": {"format": "json", "path": "landing/coupons", "schema": schema},
+            "sink": {"path": "bronze/coupons"}, **overrides}
+
+
+def land(lake, name: str, *records: dict) -> None:
+    write_lines(lake.lake_root / "landing" / "coupons" / name, [json.dumps(r) for r in records])
+
+
+def table(spark, spec, lake):
+    return spark.read.format("delta").load(spec.sink_path(lake))
+
+
+def rows(spark, spec, lake) -> list[tuple]:
+    return sorted(tuple(r) for r in table(spark, spec, lake).collect())
+
+
+def types(spark, spec, lake) -> dict[str, str]:
+    return {f.name: f.dataType.simpleString() for f in table(spark, spec, lake).schema.fields}
+
+
+def commit_actions(spec, lake, version: int) -> list[str]:
+    log = spec.sink_path(lake) + f"/_delta_log/{version:020d}.json"
+    with open(log, encoding="utf-8") as f:
+        return sorted({next(iter(json.loads(line))) for line in f})
+
+
+# --- append ---------------------------------------------------------------------------------------
+
+def test_a_column_added_to_the_schema_is_added_and_gets_the_rescued_values(spark, lake):
+    # the issue's steps: the undeclared field is rescued, then declared
+    old = make_spec(pipeline("id BIGINT"))
+    land(lake, "1.json", {"id": 1, "coupon": "A"}, {"id": 2}, {"id": 3, "coupon": "C", "qty": 5},
+         {"id": 4, "qty": "many"})
+    run(spark, old, lake)
+    assert rows(spark, old, lake) == [(1, '{"coupon":"A"}'), (2, None), (3, '{"coupon":"C","qty":5}'),
+                                      (4, '{"qty":"many"}')]
+
+    new = make_spec(pipeline("id BIGINT, coupon STRING, qty INT"))
+    land(lake, "2.json", {"id": 5, "coupon": "B", "qty": 1})
+    before = current_version(spark, new.sink_path(lake))
+    summary = run(spark, new, lake)
+
+    assert summary["status"] == "succeeded" and summary["output_rows"] == 1
+    assert summary["schema_change"] == {
+        "table": new.sink_path(lake), "applied": True, "widened_columns": [],
+        "added_columns": [{"column": "coupon", "type": "STRING"}, {"column": "qty", "type": "INT"}],
+    }
+    # the batch and the new columns are one commit; the promotion is the next one
+    batch_version = summary["micro_batches"][0]["delta_version"]
+    assert batch_version == before + 1 and "metaData" in commit_actions(new, lake, batch_version)
+    assert summary["promoted_rescued"] == {"coupon": {"rows": 2, "kept_in_rescued": 0},
+                                           "qty": {"rows": 1, "kept_in_rescued": 1}}
+    assert summary["delta_version_after"] == batch_version + 1
+    assert types(spark, new, lake) == {"id": "bigint", "_rescued": "string", "coupon": "string", "qty": "int"}
+    assert sorted(tuple(r) for r in table(spark, new, lake).select("id", "coupon", "qty", "_rescued").collect()) == [
+        (1, "A", None, None), (2, None, None, None), (3, "C", 5, None),
+        (4, None, None, '{"qty":"many"}'),  # does not fit INT: kept where it was, nothing lost
+        (5, "B", 1, None),
+    ]
+
+    again = run(spark, new, lake)  # nothing left to add or to promote
+    assert (again["batches"], again.get("schema_change"), again.get("promoted_rescued")) == (0, None, None)
+    assert again["delta_version_after"] == summary["delta_version_after"]
+
+
+def test_a_promotion_interrupted_by_a_crash_is_done_by_the_next_run_once(spark, lake, monkeypatch):
+    old = make_spec(pipeline("id BIGINT"))
+    land(lake, "1.json", {"id": 1, "coupon": "A"})
+    run(spark, old, lake)
+    new = make_spec(pipeline("id BIGINT, coupon STRING"))
+
+    # no new data: the table is not changed yet, the promotion waits for the run that adds the column
+    idle = run(spark, new, lake)
+    assert idle["schema_change"]["applied"] is False and idle["promoted_rescued"] == {}
+    assert "coupon" not in table(spark, new, lake).columns
+
+    land(lake, "2.json", {"id": 2, "coupon": "B"})
+    real = schema_evolution.promote_rescued
+
+    def crash(*args, **kwargs):
+        raise RuntimeError("driver died before the promotion's commit")
+
+    monkeypatch.setattr(schema_evolution, "promote_rescued", crash)
+    with pytest.raises(RunFailed, match="driver died before the promotion's commit"):
+        run(spark, new, lake)
+    assert rows(spark, new, lake) == [(1, '{"coupon":"A"}', None), (2, None, "B")]  # the batch is committed
+
+    monkeypatch.setattr(schema_evolution, "promote_rescued", real)
+    after = run(spark, new, lake)
+    assert (after["batches"], after["promoted_rescued"]) == (0, {"coupon": {"rows": 1, "kept_in_rescued": 0}})
+    assert rows(spark, new, lake) == [(1, None, "A"), (2, None, "B")]
+    assert run(spark, new, lake).get("promoted_rescued") is None  # done: not looked for again
+
+
+def test_a_widened_type_widens_the_column(spark, lake):
+    old = make_spec(pipeline("id INT, price FLOAT, amount DECIMAL(5,2)"))
+    land(lake, "1.json", {"id": 1, "price": 1.5, "amount": 123.45})
+    run(spark, old, lake)
+
+    new = make_spec(pipeline("id BIGINT, price DOUBLE, amount DECIMAL(12,2)"))
+    land(lake, "2.json", {"id": 2**40, "price": 0.1, "amount": 1234567890.12})
+    summary = run(spark, new, lake)
+
+    assert summary["schema_change"]["widened_columns"] == [
+        {"column": "id", "from": "INT", "to": "BIGINT"}, {"column": "price", "from": "FLOAT", "to": "DOUBLE"},
+        {"column": "amount", "from": "DECIMAL(5,2)", "to": "DECIMAL(12,2)"}]
+    assert types(spark, new, lake) == {"id": "bigint", "price": "double", "amount": "decimal(12,2)",
+                                       "_rescued": "string"}
+    assert [(r.id, r.price, str(r.amount)) for r in table(spark, new, lake).orderBy("id").collect()] == [
+        (1, 1.5, "123.45"), (2**40, 0.1, "1234567890.12")]
+
+
+REFUSALS = {
+    "narrowed": ("id INT, customer STRING, amount DOUBLE",
+                 r"column id is BIGINT in the table and INT in the output \(narrowed\)"),
+    "changed": ("id BIGINT, customer STRING, amount STRING",
+                r"column amount is DOUBLE in the table and STRING in the output \(changed to another type\)"),
+    "removed": ("id BIGINT, amount DOUBLE",
+                r"column customer \(STRING\) is in the table but not in the output \(removed\)"),
+    "renamed": ("id BIGINT, client STRING, amount DOUBLE",
+                r"column customer \(STRING\) is in the table but not in the output \(removed, or renamed to client\)"),
+}
+
+
+@pytest.mark.parametrize("case", REFUSALS)
+def test_a_narrowed_changed_removed_or_renamed_column_is_refused_before_anything_is_written(spark, lake, case):
+    old = make_spec(pipeline("id BIGINT, customer STRING, amount DOUBLE"))
+    land(lake, "1.json", {"id": 1, "customer": "ann", "amount": 2.5})
+    run(spark, old, lake)
+    schema, problem = REFUSALS[case]
+    new = make_spec(pipeline(schema))
+    land(lake, "2.json", {"id": 2, "customer": "bob", "client": "bob", "amount": 3.5})
+    checkpoint = tree_digest(lake.checkpoint_root / "coupons")
+    version = current_version(spark, new.sink_path(lake))
+
+    for dry_run in (True, False):
+        with pytest.raises(RunFailed, match=rf"^refused: the output of coupons does not fit its table .*: {problem}.* "
+                                            r"Nothing was written\. Options: .* put the new values in a new column "
+                                            r"instead; or run once with --reset-checkpoint \(Airflow: trigger with "
+                                            r"mode=reset\).*; or point sink\.path at a new table\.$"):
+            run(spark, new, lake, dry_run=dry_run)
+    assert current_version(spark, new.sink_path(lake)) == version
+    assert tree_digest(lake.checkpoint_root / "coupons") == checkpoint
+
+    reset = run(spark, new, lake, reset=True)  # one of the options: the table rebuilt with the new schema
+    assert reset["status"] == "succeeded" and table(spark, new, lake).count() == 2
+
+
+def test_a_dry_run_shows_the_change_and_leaves_the_table_as_it_was(spark, lake):
+    old = make_spec(pipeline("id BIGINT"))
+    land(lake, "1.json", {"id": 1, "coupon": "A"})
+    run(spark, old, lake)
+    new = make_spec(pipeline("id BIGINT, coupon STRING"))
+    land(lake, "2.json", {"id": 2, "coupon": "B"})
+    version = current_version(spark, new.sink_path(lake))
+
+    dry = run(spark, new, lake, dry_run=True)
+
+    assert dry["schema_change"]["added_columns"] == [{"column": "coupon", "type": "STRING"}]
+    assert dry["schema_change"]["applied"] is True and dry["promoted_rescued"] == {
+        "coupon": {"rows": 1, "kept_in_rescued": 0}}
+    assert current_version(spark, new.sink_path(lake)) == version and "coupon" not in table(spark, new, lake).columns
+    real = run(spark, new, lake)
+    assert (real["schema_change"], real["promoted_rescued"]) == (dry["schema_change"], dry["promoted_rescued"])
+    assert rows(spark, new, lake) == [(1, None, "A"), (2, None, "B")]
+
+
+def test_a_column_added_by_the_transform_sql_is_added(spark, lake):
+    old = make_spec(pipeline("id BIGINT, amount DOUBLE", transform={"sql": "SELECT id, amount FROM source"}))
+    land(lake, "1.json", {"id": 1, "amount": 2.0})
+    run(spark, old, lake)
+    new = make_spec(pipeline("id BIGINT, amount DOUBLE",
+                             transform={"sql": "SELECT id, amount, amount * 2 AS doubled FROM source"}))
+    land(lake, "2.json", {"id": 2, "amount": 3.0})
+    summary = run(spark, new, lake)
+    assert summary["schema_change"]["added_columns"] == [{"column": "doubled", "type": "DOUBLE"}]
+    assert rows(spark, new, lake) == [(1, 2.0, None), (2, 3.0, 6.0)]
