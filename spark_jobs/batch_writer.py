@@ -45,6 +45,7 @@ from sluice.spec import RESCUED_COLUMN, FileSource, PipelineSpec
 from spark_jobs.delta_table import local_path
 from spark_jobs.progress import files_of_batch
 from spark_jobs.records import BAD, ORIGIN, RAW, good_rows
+from spark_jobs.schema_evolution import allow_widening
 from spark_jobs.sink import write_rows, write_sink
 from spark_jobs.transform import apply_transform
 
@@ -78,6 +79,8 @@ class Target:
     evolve_schema: bool = False
     """The run adds or widens columns of the table (checked before the run, :func:`spark_jobs.guards.check_schema`):
     the sink writes evolve its schema (``mergeSchema``; MERGE with ``autoMerge``) in the batch's commit."""
+    widen_types: bool = False
+    """The run widens a column: Delta's type widening is turned on before the first write."""
 
 
 class BatchWriter:
@@ -102,6 +105,7 @@ class BatchWriter:
         """What failed a batch, as raised here: Spark hands the query's caller only a wrapper of it."""
         self._cached: list[DataFrame] = []
         self._spark = None
+        self._widening_allowed = False
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         if batch_id in self.skip_batches:
@@ -117,6 +121,11 @@ class BatchWriter:
 
     def _write(self, batch: DataFrame, batch_id: int) -> None:
         spec = self.spec
+        if self.target.widen_types and not self.bad_only and not self._widening_allowed:
+            # here, not before the query: a stateful query whose state Spark cannot resume from (a widened
+            # column in its aggregation) fails before its first batch, and leaves the table untouched
+            allow_widening(batch.sparkSession, self.target.table)
+            self._widening_allowed = True
         if isinstance(spec.source, FileSource) and spec.source.format == "parquet":
             files = self.target.files if self.target.files is not None else files_of_batch(self.target.checkpoint, batch_id)
             check_parquet_files(batch.sparkSession, spec, files or [])
@@ -157,7 +166,8 @@ class BatchWriter:
         # rows in: also tells whether the write ran at all (Delta skips a transaction it has committed)
         source_seen = Observation(f"sluice_source_{batch_id}_{tag}")
         counts = [F.count(F.lit(1)).alias("rows")]
-        rescued = RESCUED_COLUMN in batch.columns
+        # fields this pipeline's parse kept (a Delta source's _rescued column is its upstream's, counted there)
+        rescued = RESCUED_COLUMN in batch.columns and BAD in batch.columns
         if BAD in batch.columns:
             counts.append(F.count(F.col(BAD)).alias("bad"))
             if rescued:

@@ -140,6 +140,26 @@ def check_spec_fits(spec: PipelineSpec, settings: Settings, checkpoint: str) -> 
         )
 
 
+_STATE_SCHEMA_ERRORS = ("STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE", "STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE",
+                        "STATE_STORE_INVALID_VALUE_SCHEMA_EVOLUTION", "STATE_STORE_INVALID_CONFIG_AFTER_RESTART")
+
+
+def explain_state_failure(spec: PipelineSpec, error: str, checkpoint: str) -> str:
+    """Spark refuses to resume a stateful query whose state the change of a column's type would change (a
+    widened column inside an aggregation, a deduplication or a join key): say what to do. Spark checks it
+    before the batch runs, so nothing was written."""
+    if not any(code in error for code in _STATE_SCHEMA_ERRORS):
+        return error
+    return (
+        f"{error} -- the state of {spec.name}'s stateful query (aggregation, deduplication or join), kept in its "
+        f"checkpoint ({checkpoint}), holds the columns' old types: a column of source.schema changed type (or "
+        "was added to the state) and Spark cannot resume from it. Nothing was written. Options: revert the "
+        "type change; or run once with --reset-checkpoint (Airflow: trigger with mode=reset) to rebuild the "
+        "state and the table from the source with the new types; or give the pipeline a new name (new table "
+        "and checkpoint)."
+    )
+
+
 def record_spec(spec: PipelineSpec, settings: Settings, checkpoint: str) -> None:
     folder = Path(checkpoint)
     folder.mkdir(parents=True, exist_ok=True)

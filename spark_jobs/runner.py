@@ -37,7 +37,7 @@ from spark_jobs.kafka_source import explain_failure
 from spark_jobs.progress import ProgressCollector, batches_of, files_of_batch
 from spark_jobs.records import good_rows
 from spark_jobs.sink import output_mode, start_write, txn_app_id
-from spark_jobs.source import explain_delta_failure, read_stream
+from spark_jobs.source import explain_delta_failure, read_stream, upstream_promotions
 from spark_jobs.transform import apply_transform, register_tables
 
 DRY_RUN_PREFIX = "sluice-dry-run-"
@@ -194,7 +194,9 @@ def _run_query(spark, spec, settings, options, summary, table, checkpoint, scrat
     retain = spec.spark_conf.get(MIN_BATCHES_TO_RETAIN, spec.maintenance.checkpoint_batches_to_retain)
     spark.conf.set(MIN_BATCHES_TO_RETAIN, str(retain))
     try:
-        source = read_stream(spark, spec, settings)
+        # an upstream pipeline's promotion of rescued values: skipped here, done again in this table
+        promoted_upstream = upstream_promotions(spec, settings, checkpoint) if not options.reset else None
+        source = read_stream(spark, spec, settings, skip_change_commits=promoted_upstream is not None)
         register_tables(spark, spec.transform, settings)
         query_df, stateful, schema = _output(spark, spec, source)
         quarantine = summary["quarantine"]
@@ -220,10 +222,15 @@ def _run_query(spark, spec, settings, options, summary, table, checkpoint, scrat
         evolve = bool(change and (change.added or change.widened))
         if evolve:
             summary["schema_change"] = {"table": table, **change.summary(), "applied": False}
-            schema_evolution.allow_widening(spark, target_table, change)
-            schema_evolution.mark_promotion(spark, spec, target_table, target_checkpoint, change)
+        # rescued values to bring into new columns: this pipeline's own (a field declared now), or the ones its
+        # upstream pipeline promoted in rows this table holds too
+        promote = [c for c, _ in change.added] if change is not None and spec.rescues_fields() else []
+        promote += promoted_upstream or []
+        if promote:
+            schema_evolution.mark_promotion(spark, target_table, target_checkpoint, promote)
         target = Target(table=target_table, quarantine=quarantine, app_id=txn_app_id(spec.name, cp_id),
-                        run_id=options.run_id, checkpoint=target_checkpoint, evolve_schema=evolve)
+                        run_id=options.run_id, checkpoint=target_checkpoint, evolve_schema=evolve,
+                        widen_types=bool(change and change.widened))
         phases["prepare"], mark = round(time.monotonic() - mark, 3), time.monotonic()
         if stateful and spec.parses_records():
             # an aggregation's output rows are not input records: a companion query, with its own checkpoint
@@ -251,7 +258,7 @@ def _run_query(spark, spec, settings, options, summary, table, checkpoint, scrat
             after = schema_evolution.plan(spark, spec, target_table, schema)
             summary["schema_change"]["applied"] = not (after.added or after.widened)
         promoted = schema_evolution.promote_pending(spark, target_table, target_checkpoint, options.run_id)
-        if promoted is not None:
+        if promoted:
             summary["promoted_rescued"] = promoted
     except (PipelineBusy, guards.GuardRefused):
         raise
@@ -262,6 +269,7 @@ def _run_query(spark, spec, settings, options, summary, table, checkpoint, scrat
             summary["error"] = explain_failure(spec.source, summary["error"])
         elif isinstance(spec.source, DeltaSource):
             summary["error"] = explain_delta_failure(spec, summary["error"])
+        summary["error"] = guards.explain_state_failure(spec, summary["error"], checkpoint)
     finally:
         spark.streams.removeListener(collector)
         if query is not None:

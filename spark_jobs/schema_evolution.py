@@ -4,8 +4,8 @@ columns that now hold them.
 The comparison itself is :mod:`sluice.schema_change` (pure Python, shared with ``sluice validate``); the
 refusal is a guard (:func:`spark_jobs.guards.check_schema`). Here:
 
-* :func:`allow_widening` sets the table property ``delta.enableTypeWidening`` before a run whose output
-  widens a column: the batch's write (``mergeSchema``, or MERGE with ``autoMerge``) then widens the column in
+* :func:`allow_widening` sets the table property ``delta.enableTypeWidening`` before the first write of a run
+  whose output widens a column: the batch's write (``mergeSchema``, or MERGE with ``autoMerge``) then widens the column in
   the batch's own commit. https://docs.delta.io/latest/delta-type-widening.html
 * :func:`promote_rescued`: a column added to ``source.schema`` that earlier records had kept in ``_rescued``
   gets those values. The columns to promote are written into the checkpoint (``sluice_promote_pending``)
@@ -31,6 +31,8 @@ from spark_jobs.delta_table import local_path, log_state
 
 TYPE_WIDENING = "delta.enableTypeWidening"
 PROMOTE_PENDING = "sluice_promote_pending"
+PROMOTED = "sluice_promote_rescued"
+"""The key of a promotion's commit metadata (its columns): a Delta source downstream skips such a commit."""
 USER_METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
 
 
@@ -56,10 +58,9 @@ def plan(spark: SparkSession, spec: PipelineSpec, table: str, output: StructType
                    keep_extra_columns=spec.schema_evolution == "add_columns")
 
 
-def allow_widening(spark: SparkSession, table: str, change: SchemaChange | None) -> None:
-    """Turn on Delta's type widening on a table whose column the run widens (a metadata-only commit)."""
-    if change is None or not change.widened:
-        return
+def allow_widening(spark: SparkSession, table: str) -> None:
+    """Turn on Delta's type widening on a table whose column the run widens (a metadata-only commit; none
+    if it is on already)."""
     found = table_schema(spark, table)
     if found is not None and found[1].get(TYPE_WIDENING) == "true":
         return
@@ -73,15 +74,13 @@ def _marker(checkpoint: str) -> Path | None:
     return local / PROMOTE_PENDING if local is not None else None
 
 
-def mark_promotion(spark: SparkSession, spec: PipelineSpec, table: str, checkpoint: str,
-                   change: SchemaChange | None) -> None:
-    """Before the run writes: remember the added columns whose values earlier rows may hold in ``_rescued``."""
-    if change is None or not change.added or not spec.rescues_fields():
-        return
+def mark_promotion(spark: SparkSession, table: str, checkpoint: str, columns: list[str]) -> None:
+    """Before the run writes: remember the added columns whose values earlier rows may hold in ``_rescued``
+    (the table has that column: a JSON source's own, or, downstream, the upstream pipeline's)."""
     found = table_schema(spark, table)
     if found is None or RESCUED_COLUMN not in [f["name"] for f in found[0]["fields"]]:
         return
-    columns = [c for c, _ in change.added if "." not in c and c != RESCUED_COLUMN]
+    columns = [c for c in columns if "." not in c and c != RESCUED_COLUMN]
     marker = _marker(checkpoint)
     if not columns or marker is None:
         return
@@ -101,13 +100,16 @@ def pending_promotion(checkpoint: str) -> list[str]:
 
 def promote_pending(spark: SparkSession, table: str, checkpoint: str, run_id: str) -> dict[str, Any] | None:
     """Promote the columns the checkpoint marks as pending that the table has now (a run that wrote no batch
-    has not added them yet: they stay pending). Returns, per column, the rows whose value moved and the rows
+    has not added them yet: they stay pending). Returns, per column that had any, the rows whose value moved and the rows
     whose value does not fit the column's type and stays in ``_rescued``."""
     pending = pending_promotion(checkpoint)
     if not pending:
         return None
     schema = StructType.fromJson(table_schema(spark, table)[0])
     types = {f.name: f.dataType for f in schema.fields}
+    if RESCUED_COLUMN not in types:  # nothing to promote from
+        _marker(checkpoint).unlink(missing_ok=True)
+        return None
     ready = [c for c in pending if c in types]
     result = promote_rescued(spark, table, {c: types[c] for c in ready}, run_id) if ready else {}
     left = [c for c in pending if c not in types]
@@ -139,7 +141,8 @@ def promote_rescued(spark: SparkSession, table: str, columns: dict[str, Any], ru
               .agg(*[F.count(F.when(fits(c), 1)).alias(f"{c}__moved") for c in columns],
                    *[F.count(F.when(present(c) & ~fits(c), 1)).alias(f"{c}__kept") for c in columns])
               .first())
-    result = {c: {"rows": int(counts[f"{c}__moved"]), "kept_in_rescued": int(counts[f"{c}__kept"])} for c in columns}
+    result = {c: {"rows": int(counts[f"{c}__moved"]), "kept_in_rescued": int(counts[f"{c}__kept"])} for c in columns
+              if counts[f"{c}__moved"] or counts[f"{c}__kept"]}
     if not any(entry["rows"] for entry in result.values()):
         return result
     moved = F.filter(F.array(*[F.when(fits(c), F.lit(c)) for c in columns]), lambda k: k.isNotNull())
@@ -149,7 +152,7 @@ def promote_rescued(spark: SparkSession, table: str, columns: dict[str, Any], ru
     assignments[RESCUED_COLUMN] = F.when(F.size(rest) > 0, F.to_json(rest))
     condition = F.col(RESCUED_COLUMN).isNotNull() & _any([fits(c) for c in columns])
     before = spark.conf.get(USER_METADATA_CONF, None)
-    spark.conf.set(USER_METADATA_CONF, json.dumps({"sluice_promote_rescued": sorted(columns), "run_id": run_id}))
+    spark.conf.set(USER_METADATA_CONF, json.dumps({PROMOTED: sorted(columns), "run_id": run_id}))
     try:
         DeltaTable.forPath(spark, table).update(condition, assignments)
     finally:

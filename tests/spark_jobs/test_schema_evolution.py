@@ -12,7 +12,7 @@ import pytest
 from spark_jobs import schema_evolution
 from spark_jobs.delta_table import current_version
 from spark_jobs.runner import RunFailed, RunOptions, run_pipeline
-from tests.helpers import make_spec, tree_digest, write_lines
+from tests.helpers import make_spec, tree_digest, write_lines, write_spec
 
 
 def run(spark, spec, lake, **options) -> dict:
@@ -94,7 +94,7 @@ def test_a_promotion_interrupted_by_a_crash_is_done_by_the_next_run_once(spark, 
 
     # no new data: the table is not changed yet, the promotion waits for the run that adds the column
     idle = run(spark, new, lake)
-    assert idle["schema_change"]["applied"] is False and idle["promoted_rescued"] == {}
+    assert idle["schema_change"]["applied"] is False and "promoted_rescued" not in idle
     assert "coupon" not in table(spark, new, lake).columns
 
     land(lake, "2.json", {"id": 2, "coupon": "B"})
@@ -198,3 +198,116 @@ def test_a_column_added_by_the_transform_sql_is_added(spark, lake):
     summary = run(spark, new, lake)
     assert summary["schema_change"]["added_columns"] == [{"column": "doubled", "type": "DOUBLE"}]
     assert rows(spark, new, lake) == [(1, 2.0, None), (2, 3.0, 6.0)]
+
+
+# --- merge and complete sinks ---------------------------------------------------------------------
+
+def test_a_merge_sink_adds_and_widens_columns_and_refuses_a_narrowed_one(spark, lake):
+    merge = {"path": "silver/coupons", "mode": "merge", "keys": ["id"]}
+    old = make_spec(pipeline("id BIGINT, qty INT", sink=merge))
+    land(lake, "1.json", {"id": 1, "qty": 1, "coupon": "A"}, {"id": 2, "qty": 2})
+    run(spark, old, lake)
+
+    new = make_spec(pipeline("id BIGINT, qty BIGINT, coupon STRING", sink=merge))
+    land(lake, "2.json", {"id": 2, "qty": 2**40, "coupon": "B"}, {"id": 3, "qty": 3})
+    summary = run(spark, new, lake)
+
+    assert summary["schema_change"] == {
+        "table": new.sink_path(lake), "applied": True,
+        "added_columns": [{"column": "coupon", "type": "STRING"}],
+        "widened_columns": [{"column": "qty", "from": "INT", "to": "BIGINT"}],
+    }
+    assert summary["micro_batches"][0]["merge"] == {"inserted": 1, "updated": 1, "deleted": 0}
+    assert summary["promoted_rescued"] == {"coupon": {"rows": 1, "kept_in_rescued": 0}}
+    assert types(spark, new, lake) == {"id": "bigint", "qty": "bigint", "_rescued": "string", "coupon": "string"}
+    assert rows(spark, new, lake) == [(1, 1, None, "A"), (2, 2**40, None, "B"), (3, 3, None, None)]
+
+    narrowed = make_spec(pipeline("id BIGINT, qty INT, coupon STRING", sink=merge))
+    land(lake, "3.json", {"id": 4, "qty": 4})
+    with pytest.raises(RunFailed, match=r"^refused: .*column qty is BIGINT in the table and INT in the output "
+                                        r"\(narrowed\)"):
+        run(spark, narrowed, lake)
+
+
+COUNTS = "SELECT customer, count(*) AS orders, max(qty) AS top FROM source GROUP BY customer"
+
+
+def test_a_complete_sink_refuses_a_narrowed_column_and_a_widened_one_its_state_holds(spark, lake):
+    # a complete sink's columns are its aggregation's keys and results, kept in the checkpoint's state: a new
+    # output column is a new aggregation (the spec guard refuses it), a widened one a new state type (Spark
+    # refuses it); a column the aggregation does not read changes nothing
+    complete = {"path": "gold/coupons", "mode": "complete"}
+    old = make_spec(pipeline("customer STRING, qty INT", sink=complete, transform={"sql": COUNTS}))
+    land(lake, "1.json", {"customer": "ann", "qty": 1}, {"customer": "ann", "qty": 4})
+    run(spark, old, lake)
+    assert rows(spark, old, lake) == [("ann", 2, 4)]
+    version = current_version(spark, old.sink_path(lake))
+
+    narrowed = make_spec(pipeline("customer STRING, qty SMALLINT", sink=complete, transform={"sql": COUNTS}))
+    land(lake, "2.json", {"customer": "bob", "qty": 2})
+    with pytest.raises(RunFailed, match=r"^refused: .*column top is INT in the table and SMALLINT in the output "
+                                        r"\(narrowed\)"):
+        run(spark, narrowed, lake)
+
+    widened = make_spec(pipeline("customer STRING, qty BIGINT", sink=complete, transform={"sql": COUNTS}))
+    with pytest.raises(RunFailed, match=r"STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE.* -- the state of coupons's "
+                                        r"stateful query .* Nothing was written\. Options: revert the type change; "
+                                        r"or run once with --reset-checkpoint"):
+        run(spark, widened, lake)
+    assert current_version(spark, old.sink_path(lake)) == version
+
+    added = make_spec(pipeline("customer STRING, qty INT, coupon STRING", sink=complete, transform={"sql": COUNTS}))
+    summary = run(spark, added, lake)
+    assert summary.get("schema_change") is None and rows(spark, added, lake) == [("ann", 2, 4), ("bob", 1, 2)]
+
+    land(lake, "3.json", {"customer": "bob", "qty": 2**40})
+    reset = run(spark, widened, lake, reset=True)  # the option: state and table rebuilt with the new types
+    assert reset["status"] == "succeeded" and types(spark, widened, lake)["top"] == "bigint"
+    assert rows(spark, widened, lake) == [("ann", 2, 4), ("bob", 2, 2**40)]
+
+
+# --- a chained pipeline ---------------------------------------------------------------------------
+
+def test_a_delta_source_pipeline_takes_the_columns_its_upstream_gained(spark, lake):
+    bronze = make_spec(pipeline("id BIGINT, qty INT"))
+    silver = make_spec({"name": "silver", "source": {"format": "delta", "pipeline": "coupons"}})
+    write_spec(lake.pipelines_dir, pipeline("id BIGINT, qty INT"))
+    land(lake, "1.json", {"id": 1, "qty": 1, "coupon": "A"}, {"id": 2, "qty": 2})
+    run(spark, bronze, lake)
+    run(spark, silver, lake)
+    assert rows(spark, silver, lake) == [(1, 1, '{"coupon":"A"}'), (2, 2, None)]
+
+    bronze = make_spec(pipeline("id BIGINT, qty BIGINT, coupon STRING"))  # the upstream gains and widens
+    land(lake, "2.json", {"id": 3, "qty": 2**40, "coupon": "C"})
+    assert run(spark, bronze, lake)["promoted_rescued"] == {"coupon": {"rows": 1, "kept_in_rescued": 0}}
+    summary = run(spark, silver, lake)
+
+    # the upstream's promotion commit changed rows, which Delta's streaming source stops at: skipped, and the
+    # same promotion done in this table
+    assert summary["status"] == "succeeded" and summary["output_rows"] == 1
+    assert summary["promoted_rescued"] == {"coupon": {"rows": 1, "kept_in_rescued": 0}}
+    assert summary["schema_change"]["added_columns"] == [{"column": "coupon", "type": "STRING"}]
+    assert summary["schema_change"]["widened_columns"] == [{"column": "qty", "from": "INT", "to": "BIGINT"}]
+    assert types(spark, silver, lake) == types(spark, bronze, lake)
+    assert rows(spark, silver, lake) == rows(spark, bronze, lake) == [(1, 1, None, "A"), (2, 2, None, None),
+                                                                      (3, 2**40, None, "C")]
+
+    again = run(spark, silver, lake)
+    assert (again["batches"], again.get("promoted_rescued")) == (0, None)
+
+
+def test_an_upstream_change_that_is_not_a_promotion_still_stops_the_downstream_run(spark, lake):
+    bronze = make_spec(pipeline("id BIGINT"))
+    silver = make_spec({"name": "silver", "source": {"format": "delta", "pipeline": "coupons"}})
+    write_spec(lake.pipelines_dir, pipeline("id BIGINT"))
+    land(lake, "1.json", {"id": 1, "coupon": "A"}, {"id": 2})
+    run(spark, bronze, lake)
+    run(spark, silver, lake)
+    bronze = make_spec(pipeline("id BIGINT, coupon STRING"))
+    land(lake, "2.json", {"id": 3, "coupon": "C"})
+    assert run(spark, bronze, lake)["promoted_rescued"]["coupon"]["rows"] == 1
+    # a promotion and a DELETE in the range: skipping change commits would skip the DELETE silently
+    spark.sql(f"DELETE FROM delta.`{bronze.sink_path(lake)}` WHERE id = 2")
+    with pytest.raises(RunFailed, match=r"DELTA_SOURCE_TABLE_IGNORE_CHANGES.* -- the upstream table changed or "
+                                        r"deleted rows"):
+        run(spark, silver, lake)
