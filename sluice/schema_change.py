@@ -162,7 +162,9 @@ def compare(table: Type, output: Type, *, keep_extra_columns: bool = False) -> S
     _compare_struct(table, output, "", change, keep_extra_columns)
     for i, refusal in enumerate(change.refused):
         # a rename is a column removed and one added: name the candidates
-        same_type = [c for c, t in change.added if refusal.new is None and t == refusal.old]
+        parent = refusal.column.rpartition(".")[0]
+        same_type = [c for c, t in change.added
+                     if refusal.new is None and t == refusal.old and c.rpartition(".")[0] == parent]
         if same_type:
             change.refused[i] = Refusal(refusal.column, refusal.old, None,
                                         f"removed, or renamed to {' or '.join(same_type)}")
@@ -223,3 +225,50 @@ def refusal_message(pipeline: str, table: str, change: SchemaChange) -> str:
         "(Airflow: trigger with mode=reset) to rebuild the table from the source with the new schema (the old "
         "versions stay in the Delta history); or point sink.path at a new table."
     )
+
+
+# --- without Spark: what `sluice validate` can tell ------------------------------------------------
+
+_KAFKA_COLUMNS = (("key", "string"), ("topic", "string"), ("partition", "int"), ("offset", "bigint"),
+                  ("timestamp", "timestamp"))
+
+
+def output_without_spark(spec, settings) -> Type | None:
+    """The columns a run of ``spec`` writes, when they follow from the spec alone: no ``transform.sql`` (whose
+    columns only Spark's analyzer knows). None otherwise, or when a Delta source's table does not exist."""
+    from sluice.delta_log import log_state
+    from sluice.spec import RESCUED_COLUMN, DeltaSource, KafkaSource
+
+    if spec.transform is not None and spec.transform.sql:
+        return None
+    source = spec.source
+    if isinstance(source, DeltaSource):
+        upstream = log_state(spec.source_path(settings))
+        return from_json(upstream["schema"]) if upstream is not None else None
+    if isinstance(source, KafkaSource):
+        value = (from_ddl(source.value.schema_)[1] if source.value.format == "json" else (("value", "string"),))
+        columns = (*value, *_KAFKA_COLUMNS)
+    elif source.format == "text":
+        columns = (("value", "string"),)
+    else:
+        columns = from_ddl(source.schema_)[1]
+    if spec.rescues_fields() and spec.schema_evolution != "add_columns":
+        columns = (*columns, (RESCUED_COLUMN, "string"))
+    return ("struct", tuple(columns))
+
+
+def next_change(spec, settings) -> tuple[SchemaChange | None, str]:
+    """What the next run of ``spec`` would do to its table's schema, as far as it is known without Spark, and
+    a line saying it (for ``sluice validate``). None when there is nothing to compare: no table yet, or
+    columns only Spark knows (``sluice run --dry-run`` shows those)."""
+    from sluice.delta_log import log_state
+
+    table = spec.sink_path(settings)
+    state = log_state(table)
+    output = output_without_spark(spec, settings) if state is not None else None
+    if output is None:
+        return None, ""
+    change = compare(from_json(state["schema"]), output, keep_extra_columns=spec.schema_evolution == "add_columns")
+    if change.refused:
+        return change, refusal_message(spec.name, table, change).replace(". Nothing was written.", ".", 1)
+    return change, f"table {table}: the next run {change.describe()}" if change else f"table {table}: schema unchanged"

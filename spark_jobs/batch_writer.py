@@ -41,8 +41,8 @@ from pyspark.sql import Column, DataFrame, Observation
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
+from sluice.delta_log import local_path
 from sluice.spec import RESCUED_COLUMN, FileSource, PipelineSpec
-from spark_jobs.delta_table import local_path
 from spark_jobs.progress import files_of_batch
 from spark_jobs.records import BAD, ORIGIN, RAW, good_rows
 from spark_jobs.schema_evolution import allow_widening

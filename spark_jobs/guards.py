@@ -28,11 +28,11 @@ from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 from pyspark.sql.types import StructField, StructType
 
+from sluice.delta_log import log_state
 from sluice.schema_change import SchemaChange, refusal_message
 from sluice.settings import Settings
 from sluice.spec import _STATEFUL_SQL_RE, RESCUED_COLUMN, KafkaSource, PipelineSpec
 from spark_jobs import schema_evolution
-from spark_jobs.delta_table import log_state
 
 PIPELINE_PROPERTY = "sluice.pipeline"
 CHECKPOINT_PROPERTY = "sluice.checkpointId"

@@ -12,6 +12,7 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
+from sluice.delta_log import local_path
 from sluice.ledger import append_run
 from sluice.lock import PipelineBusy, driver_lock
 from sluice.run_request import BackfillSlice
@@ -30,7 +31,6 @@ from spark_jobs.delta_table import (
     as_json,
     commits_since,
     current_version,
-    local_path,
     txn_version,
 )
 from spark_jobs.kafka_source import explain_failure

@@ -25,9 +25,9 @@ from pyspark.sql import Column, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructField, StructType
 
+from sluice.delta_log import local_path, log_state
 from sluice.schema_change import SchemaChange, compare, from_json
 from sluice.spec import RESCUED_COLUMN, PipelineSpec
-from spark_jobs.delta_table import local_path, log_state
 
 TYPE_WIDENING = "delta.enableTypeWidening"
 PROMOTE_PENDING = "sluice_promote_pending"

@@ -8,10 +8,10 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from sluice.delta_log import local_path
 from sluice.settings import Settings
 from sluice.spark_conf import option_text
 from sluice.spec import DeltaSource, KafkaSource, PipelineSpec
-from spark_jobs.delta_table import local_path
 from spark_jobs.kafka_source import read_kafka_stream
 from spark_jobs.progress import restart_offset
 from spark_jobs.records import CORRUPT, METADATA, ORIGIN, json_columns, with_bad_columns

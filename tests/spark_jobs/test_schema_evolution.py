@@ -188,6 +188,29 @@ def test_a_dry_run_shows_the_change_and_leaves_the_table_as_it_was(spark, lake):
     assert rows(spark, new, lake) == [(1, None, "A"), (2, None, "B")]
 
 
+def test_validate_shows_the_change_the_next_run_makes_and_fails_on_one_it_refuses(spark, lake, capsys):
+    from sluice.cli import main
+
+    old = make_spec(pipeline("id INT, customer STRING"))
+    land(lake, "1.json", {"id": 1, "customer": "ann", "coupon": "A"})
+    run(spark, old, lake)
+    table_path = old.sink_path(lake)
+
+    evolving = write_spec(lake.pipelines_dir, pipeline("id BIGINT, customer STRING, coupon STRING"))
+    assert main(["validate", str(evolving)]) == 0
+    assert capsys.readouterr().out == (f"ok: {evolving} (pipeline coupons)\n"
+                                       f"schema: {evolving}: table {table_path}: the next run adds column(s) coupon "
+                                       "STRING; widens id INT -> BIGINT\n")
+
+    refused = write_spec(lake.pipelines_dir, pipeline("id BIGINT, client STRING"))
+    assert main(["validate", str(refused)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"refused: {refused}: the next run would be refused: the output of coupons does not fit its "
+                          f"table {table_path}: column customer (STRING) is in the table but not in the output "
+                          "(removed, or renamed to client)")
+    assert "Options: keep the column as it was" in err
+
+
 def test_a_column_added_by_the_transform_sql_is_added(spark, lake):
     old = make_spec(pipeline("id BIGINT, amount DOUBLE", transform={"sql": "SELECT id, amount FROM source"}))
     land(lake, "1.json", {"id": 1, "amount": 2.0})
