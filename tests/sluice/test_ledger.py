@@ -112,3 +112,17 @@ def test_quality_warnings_name_the_count_and_where_to_look():
         "orders: expectation known (customer IS NOT NULL) violated by 4 row(s), kept (on_violation: warn)",
     ]
     assert quality_warnings(summary("r2")) == []
+
+
+def test_quality_warnings_name_the_schema_change_and_the_rescued_values_moved():
+    from sluice.quality import quality_warnings
+
+    change = {"table": "/lake/orders", "applied": False, "added_columns": [{"column": "coupon", "type": "STRING"}],
+              "widened_columns": [{"column": "qty", "from": "INT", "to": "BIGINT"}]}
+    assert quality_warnings(summary("r1", schema_change=change,
+                                    promoted_rescued={"coupon": {"rows": 3, "kept_in_rescued": 1}})) == [
+        "orders: schema of /lake/orders: added column coupon STRING; widened qty INT -> BIGINT -- not yet: no batch "
+        "ran, the next run with new data makes the change",
+        "orders: 3 row(s) had coupon in _rescued: moved into the column coupon; 1 value(s) do not fit its type and "
+        "stay in _rescued",
+    ]
