@@ -277,17 +277,19 @@ def empty_quarantine(spark: SparkSession, path: str) -> None:
 
 def prepare_sink(
     spark: SparkSession, spec: PipelineSpec, *, table: str, checkpoint: str, schema: StructType, reset: bool = False,
-) -> tuple[str, str | None]:
-    """Check that checkpoint and table belong together and create the table if needed (a reset replaces it);
-    return the checkpoint id the run will use and, for a reset, where the old checkpoint went."""
+) -> tuple[str, str | None, SchemaChange | None]:
+    """Check that checkpoint and table belong together and that the output fits the table, and create the
+    table if needed (a reset replaces it); return the checkpoint id the run will use, for a reset where the
+    old checkpoint went, and the change the run makes to the table's schema."""
     if reset:
         state = table_state(spark, table)
         refuse_foreign_table(spec, table, state)
         aside = set_checkpoint_aside(checkpoint)
         cp_id = ensure_checkpoint_id(checkpoint)
         create_table(spark, table, schema, spec, cp_id, replace=state is not None)
-        return cp_id, aside
+        return cp_id, aside, None
     state = check_sink(spark, spec, table=table, checkpoint=checkpoint)
+    change = check_schema(spark, spec, table=table, schema=schema) if state is not None else None
     cp_id = ensure_checkpoint_id(checkpoint)
     if state is None:
         create_table(spark, table, schema, spec, cp_id)
@@ -298,7 +300,7 @@ def prepare_sink(
         if RESCUED_COLUMN in schema.fieldNames() and RESCUED_COLUMN not in state["columns"]:
             # a table from before sluice kept the fields a JSON record has beyond the schema
             spark.sql(f"ALTER TABLE delta.`{_quote(table)}` ADD COLUMNS (`{RESCUED_COLUMN}` STRING)")
-    return cp_id, None
+    return cp_id, None, change
 
 
 def check_schema(spark: SparkSession, spec: PipelineSpec, *, table: str, schema: StructType) -> SchemaChange | None:

@@ -200,12 +200,10 @@ def _run_query(spark, spec, settings, options, summary, table, checkpoint, scrat
         register_tables(spark, spec.transform, settings)
         query_df, stateful, schema = _output(spark, spec, source)
         quarantine = summary["quarantine"]
-        change = None
         if scratch is None:
             if not options.reset:
                 guards.check_spec_fits(spec, settings, checkpoint)
-                change = guards.check_schema(spark, spec, table=table, schema=schema)
-            cp_id, aside = guards.prepare_sink(
+            cp_id, aside, change = guards.prepare_sink(
                 spark, spec, table=table, checkpoint=checkpoint, schema=schema, reset=options.reset
             )
             if aside:
