@@ -24,8 +24,8 @@ def quality_warnings(summary: dict[str, Any]) -> list[str]:
     rescued = summary.get("rescued_rows") or 0
     if rescued:
         found.append(f"{name}: {rescued} record(s) had fields the schema does not declare, kept in the _rescued "
-                     "column: add them to source.schema (the next run adds the columns and moves the kept values into them), "
-                     "or set schema_evolution: add_columns")
+                     "column: add them to source.schema (the next run adds the columns and moves the kept values "
+                     "into them), or set schema_evolution: add_columns")
     change = summary.get("schema_change")
     if change:
         what = "; ".join(

@@ -191,7 +191,8 @@ class BatchWriter:
             marker.parent.mkdir(parents=True, exist_ok=True)
             marker.write_text(str(batch_id), encoding="utf-8")
         write_sink(rows, spec.sink, self.target.table, app_id=self.target.app_id, batch_id=batch_id,
-                   merge_schema=self.target.evolve_schema, user_metadata={"sluice_backfill": None, "run_id": self.target.run_id})
+                   merge_schema=self.target.evolve_schema,
+                   user_metadata={"sluice_backfill": None, "run_id": self.target.run_id})
         if not _observed(source_seen):
             # Delta skipped the write: the table has this batch's transaction (a replay after a crash that the
             # run did not see coming). Its quarantine rows may be missing: count it, and write what is missing.

@@ -4,15 +4,17 @@ columns that now hold them.
 The comparison itself is :mod:`sluice.schema_change` (pure Python, shared with ``sluice validate``); the
 refusal is a guard (:func:`spark_jobs.guards.check_schema`). Here:
 
-* :func:`allow_widening` sets the table property ``delta.enableTypeWidening`` before the first write of a run
-  whose output widens a column: the batch's write (``mergeSchema``, or MERGE with ``autoMerge``) then widens the column in
-  the batch's own commit. https://docs.delta.io/latest/delta-type-widening.html
+* :func:`allow_widening` sets the table property ``delta.enableTypeWidening`` before the first write of a
+  run whose output widens a column: the batch's write (``mergeSchema``, or MERGE with ``autoMerge``) then
+  widens the column in the batch's own commit. https://docs.delta.io/latest/delta-type-widening.html
 * :func:`promote_rescued`: a column added to ``source.schema`` that earlier records had kept in ``_rescued``
   gets those values. The columns to promote are written into the checkpoint (``sluice_promote_pending``)
   before the run writes anything and removed after the promotion's commit, so a crash in between makes the
   next run promote them; the promotion itself is ONE Delta UPDATE that moves each value (sets the column and
   removes the field from ``_rescued`` in the same row), so running it again finds nothing to move: every
-  value ends up once, in the column or, when it does not fit the column's type, still in ``_rescued``.
+  value ends up once, in the column or, when it does not fit the column's type, still in ``_rescued``. A
+  pipeline reading this table skips the promotion's commit and promotes the same columns in its own table
+  (:func:`spark_jobs.source.upstream_promotions`).
 """
 
 from __future__ import annotations
@@ -100,8 +102,8 @@ def pending_promotion(checkpoint: str) -> list[str]:
 
 def promote_pending(spark: SparkSession, table: str, checkpoint: str, run_id: str) -> dict[str, Any] | None:
     """Promote the columns the checkpoint marks as pending that the table has now (a run that wrote no batch
-    has not added them yet: they stay pending). Returns, per column that had any, the rows whose value moved and the rows
-    whose value does not fit the column's type and stays in ``_rescued``."""
+    has not added them yet: they stay pending). Returns, per column that had any, the rows whose value moved
+    and the rows whose value does not fit the column's type and stays in ``_rescued``."""
     pending = pending_promotion(checkpoint)
     if not pending:
         return None

@@ -279,6 +279,11 @@ def test_a_complete_sink_refuses_a_narrowed_column_and_a_widened_one_its_state_h
         run(spark, widened, lake)
     assert current_version(spark, old.sink_path(lake)) == version
 
+    more = COUNTS.replace("max(qty) AS top", "max(qty) AS top, min(qty) AS low")
+    with pytest.raises(RunFailed, match=r"^refused: the spec of coupons changed in a way its checkpoint .* cannot "
+                                        r"resume from: the stateful query \(aggregation"):
+        run(spark, make_spec(pipeline("customer STRING, qty INT", sink=complete, transform={"sql": more})), lake)
+
     added = make_spec(pipeline("customer STRING, qty INT, coupon STRING", sink=complete, transform={"sql": COUNTS}))
     summary = run(spark, added, lake)
     assert summary.get("schema_change") is None and rows(spark, added, lake) == [("ann", 2, 4), ("bob", 1, 2)]
