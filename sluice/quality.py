@@ -32,7 +32,7 @@ def quality_warnings(summary: dict[str, Any]) -> list[str]:
             [f"added column {c['column']} {c['type']}" for c in change.get("added_columns", [])]
             + [f"widened {c['column']} {c['from']} -> {c['to']}" for c in change.get("widened_columns", [])])
         when = ("" if change.get("applied") else
-                " -- not yet: no batch ran, the next run with new data makes the change")
+                " -- not yet: the stateful query ran no batch, its next batch makes the change")
         found.append(f"{name}: schema of {change.get('table')}: {what}{when}")
     for column, entry in (summary.get("promoted_rescued") or {}).items():
         kept = entry.get("kept_in_rescued") or 0

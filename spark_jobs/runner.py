@@ -252,8 +252,12 @@ def _run_query(spark, spec, settings, options, summary, table, checkpoint, scrat
         )
         query.awaitTermination()  # raises StreamingQueryException if the query failed
         if evolve:
-            # a run that found no new data leaves the change to the next run that does
             after = schema_evolution.plan(spark, spec, target_table, schema)
+            if (after.added or after.widened) and not stateful:
+                # no batch carried the change (no new data): made now, in metadata-only commits. A stateful
+                # query's is left to its next batch: Spark checks then whether its state can take it
+                schema_evolution.apply_change(spark, target_table, after)
+                after = schema_evolution.plan(spark, spec, target_table, schema)
             summary["schema_change"]["applied"] = not (after.added or after.widened)
         promoted = schema_evolution.promote_pending(spark, target_table, target_checkpoint, options.run_id)
         if promoted:

@@ -69,6 +69,23 @@ def allow_widening(spark: SparkSession, table: str) -> None:
     spark.sql(f"ALTER TABLE delta.`{table.replace('`', '``')}` SET TBLPROPERTIES ('{TYPE_WIDENING}' = 'true')")
 
 
+def apply_change(spark: SparkSession, table: str, change: SchemaChange) -> None:
+    """Make the change without a batch (a run that found no new data): metadata-only commits, so that the
+    table follows the spec now and rescued values can move into the new columns."""
+    quoted = table.replace("`", "``")
+
+    def column(path: str) -> str:
+        return ".".join(f"`{part}`" for part in path.split("."))
+
+    if change.widened:
+        allow_widening(spark, table)
+        for name, _old, new in change.widened:
+            spark.sql(f"ALTER TABLE delta.`{quoted}` ALTER COLUMN {column(name)} TYPE {new}")
+    if change.added:
+        columns = ", ".join(f"{column(name)} {kind}" for name, kind in change.added)
+        spark.sql(f"ALTER TABLE delta.`{quoted}` ADD COLUMNS ({columns})")
+
+
 # --- rescued values into new columns -------------------------------------------------------------
 
 def _marker(checkpoint: str) -> Path | None:

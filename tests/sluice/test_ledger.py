@@ -121,8 +121,8 @@ def test_quality_warnings_name_the_schema_change_and_the_rescued_values_moved():
               "widened_columns": [{"column": "qty", "from": "INT", "to": "BIGINT"}]}
     assert quality_warnings(summary("r1", schema_change=change,
                                     promoted_rescued={"coupon": {"rows": 3, "kept_in_rescued": 1}})) == [
-        "orders: schema of /lake/orders: added column coupon STRING; widened qty INT -> BIGINT -- not yet: no batch "
-        "ran, the next run with new data makes the change",
+        "orders: schema of /lake/orders: added column coupon STRING; widened qty INT -> BIGINT -- not yet: the "
+        "stateful query ran no batch, its next batch makes the change",
         "orders: 3 row(s) had coupon in _rescued: moved into the column coupon; 1 value(s) do not fit its type and "
         "stay in _rescued",
     ]
