@@ -224,8 +224,7 @@ def _run_query(spark, spec, settings, options, summary, table, checkpoint, scrat
         # upstream pipeline promoted in rows this table holds too
         promote = [c for c, _ in change.added] if change is not None and spec.rescues_fields() else []
         promote += promoted_upstream or []
-        if promote:
-            schema_evolution.mark_promotion(spark, target_table, target_checkpoint, promote)
+        unmarked = schema_evolution.mark_promotion(spark, target_table, target_checkpoint, promote) if promote else []
         target = Target(table=target_table, quarantine=quarantine, app_id=txn_app_id(spec.name, cp_id),
                         run_id=options.run_id, checkpoint=target_checkpoint, evolve_schema=evolve,
                         widen_types=bool(change and change.widened))
@@ -259,7 +258,8 @@ def _run_query(spark, spec, settings, options, summary, table, checkpoint, scrat
                 schema_evolution.apply_change(spark, target_table, after)
                 after = schema_evolution.plan(spark, spec, target_table, schema)
             summary["schema_change"]["applied"] = not (after.added or after.widened)
-        promoted = schema_evolution.promote_pending(spark, target_table, target_checkpoint, options.run_id)
+        promoted = schema_evolution.promote_pending(spark, target_table, target_checkpoint, options.run_id,
+                                                    unmarked)
         if promoted:
             summary["promoted_rescued"] = promoted
     except (PipelineBusy, guards.GuardRefused):

@@ -93,21 +93,24 @@ def _marker(checkpoint: str) -> Path | None:
     return local / PROMOTE_PENDING if local is not None else None
 
 
-def mark_promotion(spark: SparkSession, table: str, checkpoint: str, columns: list[str]) -> None:
+def mark_promotion(spark: SparkSession, table: str, checkpoint: str, columns: list[str]) -> list[str]:
     """Before the run writes: remember the added columns whose values earlier rows may hold in ``_rescued``
-    (the table has that column: a JSON source's own, or, downstream, the upstream pipeline's)."""
+    (the table has that column: a JSON source's own, or, downstream, the upstream pipeline's). Returns the
+    columns it could not write down (a checkpoint not on a local path): the run promotes them all the same,
+    without the marker's crash safety."""
     found = table_schema(spark, table)
     if found is None or RESCUED_COLUMN not in [f["name"] for f in found[0]["fields"]]:
-        return
+        return []
     columns = [c for c in columns if "." not in c and c != RESCUED_COLUMN]
     marker = _marker(checkpoint)
     if not columns or marker is None:
-        return
+        return columns
     pending = sorted(set(pending_promotion(checkpoint)) | set(columns))
     marker.parent.mkdir(parents=True, exist_ok=True)
     tmp = marker.with_name(f".{PROMOTE_PENDING}.tmp")
     tmp.write_text(json.dumps(pending), encoding="utf-8")
     tmp.replace(marker)
+    return []
 
 
 def pending_promotion(checkpoint: str) -> list[str]:
@@ -117,25 +120,27 @@ def pending_promotion(checkpoint: str) -> list[str]:
     return list(json.loads(marker.read_text(encoding="utf-8")))
 
 
-def promote_pending(spark: SparkSession, table: str, checkpoint: str, run_id: str) -> dict[str, Any] | None:
-    """Promote the columns the checkpoint marks as pending that the table has now (a run that wrote no batch
-    has not added them yet: they stay pending). Returns, per column that had any, the rows whose value moved
-    and the rows whose value does not fit the column's type and stays in ``_rescued``."""
-    pending = pending_promotion(checkpoint)
+def promote_pending(spark: SparkSession, table: str, checkpoint: str, run_id: str,
+                    unmarked: list[str] | None = None) -> dict[str, Any] | None:
+    """Promote the columns the checkpoint marks as pending (and ``unmarked`` ones) that the table has now (a
+    stateful query that ran no batch has not added them yet: they stay pending). Returns, per column that had
+    any, the rows whose value moved and the rows whose value does not fit its type and stays in ``_rescued``."""
+    pending = sorted(set(pending_promotion(checkpoint)) | set(unmarked or []))
     if not pending:
         return None
+    marker = _marker(checkpoint)
     schema = StructType.fromJson(table_schema(spark, table)[0])
     types = {f.name: f.dataType for f in schema.fields}
     if RESCUED_COLUMN not in types:  # nothing to promote from
-        _marker(checkpoint).unlink(missing_ok=True)
+        if marker is not None:
+            marker.unlink(missing_ok=True)
         return None
     ready = [c for c in pending if c in types]
     result = promote_rescued(spark, table, {c: types[c] for c in ready}, run_id) if ready else {}
     left = [c for c in pending if c not in types]
-    marker = _marker(checkpoint)
-    if left:
+    if marker is not None and left:
         marker.write_text(json.dumps(left), encoding="utf-8")
-    else:
+    elif marker is not None:
         marker.unlink(missing_ok=True)
     return result
 
