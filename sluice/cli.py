@@ -1,6 +1,7 @@
 """The ``sluice`` command line.
 
-    sluice validate SPEC...                          check specs (exit 1 on any invalid one)
+    sluice validate SPEC...                          check specs (exit 1 on any invalid one), and show the
+                                                     schema change the next run would make to the table
     sluice run SPEC [--trigger T] [--dry-run] [--reset-checkpoint]
                     [--max-files-per-trigger N | --max-offsets-per-trigger N]
                     [--backfill-from DAY --backfill-to DAY]
@@ -31,6 +32,7 @@ from pathlib import Path
 
 from sluice.environment import project_env
 from sluice.quality import quality_warnings
+from sluice.schema_change import next_change
 from sluice.settings import Settings, load_settings
 from sluice.spec import SpecError, load_spec, spec_files
 
@@ -67,6 +69,13 @@ def cmd_validate(args: argparse.Namespace, settings: Settings) -> int:
         print(f"ok: {path} (pipeline {spec.name})")
         for warning in spec.warnings():
             print(f"warning: {path}: {warning}", file=sys.stderr)
+        # the schema change the next run would make to the table (read from its Delta log, no JVM)
+        change, line = next_change(spec, settings)
+        if change is not None and change.refused:
+            bad += 1
+            print(f"refused: {path}: the next run would be refused: {line}", file=sys.stderr)
+        elif change:
+            print(f"schema: {path}: {line}")
     return 1 if bad else 0
 
 
@@ -313,7 +322,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sluice", description="Exactly-once batch-style streaming into Delta.")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    p = sub.add_parser("validate", help="check pipeline specs (default: every spec in the pipelines folder)")
+    p = sub.add_parser("validate", help="check pipeline specs (default: every spec in the pipelines folder) and show "
+                                        "the schema change each one's next run would make to its table")
     p.add_argument("specs", nargs="*", metavar="SPEC")
     p.set_defaults(func=cmd_validate)
 

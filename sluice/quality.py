@@ -6,7 +6,8 @@ from typing import Any
 
 
 def quality_warnings(summary: dict[str, Any]) -> list[str]:
-    """What a person should look at after this run: quarantined, dropped and rescued records, expectations."""
+    """What a person should look at after this run: quarantined, dropped and rescued records, a change to the
+    table's schema and rescued values moved into new columns, expectations."""
     found = []
     name, run_id = summary.get("pipeline"), summary.get("run_id")
     quarantined = summary.get("quarantined_rows") or 0
@@ -23,7 +24,8 @@ def quality_warnings(summary: dict[str, Any]) -> list[str]:
     rescued = summary.get("rescued_rows") or 0
     if rescued:
         found.append(f"{name}: {rescued} record(s) had fields the schema does not declare, kept in the _rescued "
-                     "column: add them to source.schema, or set schema_evolution: add_columns")
+                     "column: add them to source.schema (the next run adds the columns and moves the kept values "
+                     "into them), or set schema_evolution: add_columns")
     overwritten = summary.get("overwritten_files") or {}
     if overwritten.get("count"):
         count, paths = overwritten["count"], ", ".join(overwritten["paths"])
@@ -37,6 +39,18 @@ def quality_warnings(summary: dict[str, Any]) -> list[str]:
                          f"NOT ingested: {paths}{more}. Options: source.on_overwrite: reingest (each new version "
                          "ingested once; a merge sink with keys replaces the old rows) or fail (stop the pipeline "
                          "until it is looked at); land corrections under a new file name")
+    change = summary.get("schema_change")
+    if change:
+        what = "; ".join(
+            [f"added column {c['column']} {c['type']}" for c in change.get("added_columns", [])]
+            + [f"widened {c['column']} {c['from']} -> {c['to']}" for c in change.get("widened_columns", [])])
+        when = ("" if change.get("applied") else
+                " -- not yet: the stateful query ran no batch, its next batch makes the change")
+        found.append(f"{name}: schema of {change.get('table')}: {what}{when}")
+    for column, entry in (summary.get("promoted_rescued") or {}).items():
+        kept = entry.get("kept_in_rescued") or 0
+        found.append(f"{name}: {entry.get('rows', 0)} row(s) had {column} in _rescued: moved into the column {column}"
+                     + (f"; {kept} value(s) do not fit its type and stay in _rescued" if kept else ""))
     for expectation, entry in (summary.get("expectations") or {}).items():
         if entry.get("violations") and entry.get("on_violation") == "warn":
             found.append(f"{name}: expectation {expectation} ({entry['rule']}) violated by {entry['violations']} "

@@ -226,6 +226,7 @@ def run_backfill(spark: SparkSession, spec: PipelineSpec, settings: Settings, op
 
         df = read_slice(spark, spec, settings, checkpoint, last, slice_, info)
         register_tables(spark, spec.transform, settings)
+        refuse_schema_change(spark, spec, table, df)
         if not isinstance(spec.source, KafkaSource):
             files, _ = slice_files(spec, settings, checkpoint, last, slice_)
         writer = BatchWriter(spec, Target(table=target_table, quarantine=quarantine, app_id=None,
@@ -234,7 +235,7 @@ def run_backfill(spark: SparkSession, spec: PipelineSpec, settings: Settings, op
         phases["prepare"], mark = round(time.monotonic() - mark, 3), time.monotonic()
         writer(df, 0)
         phases["query"] = round(time.monotonic() - mark, 3)
-    except BackfillRefused:
+    except guards.GuardRefused:  # BackfillRefused, or an output the table cannot take
         raise
     except Exception as err:  # noqa: BLE001 - every failure becomes the summary's error
         failure = writer.failure if writer is not None else None
@@ -257,3 +258,18 @@ def last_commit_metrics(spark: SparkSession, table: str) -> dict[str, str]:
 
     row = DeltaTable.forPath(spark, table).history(1).select("operationMetrics").first()
     return dict(row["operationMetrics"] or {})
+
+
+def refuse_schema_change(spark: SparkSession, spec: PipelineSpec, table: str, df: DataFrame) -> None:
+    """A backfill replaces a slice; the table's schema is the incremental runs' to change (they move rescued
+    values into new columns for every row, which a slice cannot): refuse a spec that changes it."""
+    from spark_jobs.runner import _output
+
+    _, _, schema = _output(spark, spec, df)
+    change = guards.check_schema(spark, spec, table=table, schema=schema)
+    if change:
+        raise BackfillRefused(
+            f"the spec of {spec.name} changes its table's schema ({change.describe()}): run it in mode incremental "
+            "first (it makes the change, new data or not, and moves rescued values into new columns), then "
+            "backfill."
+        )

@@ -44,6 +44,7 @@ from sluice.spec import RESCUED_COLUMN, FileSource, PipelineSpec
 from spark_jobs import checkpoint_files
 from spark_jobs.progress import files_of_batch
 from spark_jobs.records import BAD, ORIGIN, RAW, good_rows
+from spark_jobs.schema_evolution import allow_widening
 from spark_jobs.sink import write_rows, write_sink
 from spark_jobs.transform import apply_transform
 
@@ -74,6 +75,11 @@ class Target:
     """A backfill: the slice's label (``2026-11-01..2026-11-03``), in the quarantine rows' ``backfill``."""
     files: list[str] | None = None
     """A backfill of files: what the batch reads (for the parquet schema check)."""
+    evolve_schema: bool = False
+    """The run adds or widens columns of the table (checked before the run, :func:`spark_jobs.guards.check_schema`):
+    the sink writes evolve its schema (``mergeSchema``; MERGE with ``autoMerge``) in the batch's commit."""
+    widen_types: bool = False
+    """The run widens a column: Delta's type widening is turned on before the first write."""
 
 
 class BatchWriter:
@@ -98,6 +104,7 @@ class BatchWriter:
         """What failed a batch, as raised here: Spark hands the query's caller only a wrapper of it."""
         self._cached: list[DataFrame] = []
         self._spark = None
+        self._widening_allowed = False
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         if batch_id in self.skip_batches:
@@ -113,6 +120,11 @@ class BatchWriter:
 
     def _write(self, batch: DataFrame, batch_id: int) -> None:
         spec = self.spec
+        if self.target.widen_types and not self.bad_only and not self._widening_allowed:
+            # here, not before the query: a stateful query whose state Spark cannot resume from (a widened
+            # column in its aggregation) fails before its first batch, and leaves the table untouched
+            allow_widening(batch.sparkSession, self.target.table)
+            self._widening_allowed = True
         if isinstance(spec.source, FileSource) and spec.source.format == "parquet":
             files = self.target.files if self.target.files is not None else files_of_batch(self.target.checkpoint, batch_id)
             check_parquet_files(batch.sparkSession, spec, files or [])
@@ -153,7 +165,7 @@ class BatchWriter:
         # rows in: also tells whether the write ran at all (Delta skips a transaction it has committed)
         source_seen = Observation(f"sluice_source_{batch_id}_{tag}")
         counts = [F.count(F.lit(1)).alias("rows")]
-        # fields this source kept beyond its schema; a Delta source's _rescued is an upstream table's column
+        # fields this pipeline's parse kept (a Delta source's _rescued column is its upstream's, counted there)
         rescued = RESCUED_COLUMN in batch.columns and BAD in batch.columns
         if BAD in batch.columns:
             counts.append(F.count(F.col(BAD)).alias("bad"))
@@ -178,7 +190,8 @@ class BatchWriter:
         if marker is not None:
             checkpoint_files.write_text(spark, marker, str(batch_id))
         write_sink(rows, spec.sink, self.target.table, app_id=self.target.app_id, batch_id=batch_id,
-                   merge_schema=False, user_metadata={"sluice_backfill": None, "run_id": self.target.run_id})
+                   merge_schema=self.target.evolve_schema,
+                   user_metadata={"sluice_backfill": None, "run_id": self.target.run_id})
         if not _observed(source_seen):
             # Delta skipped the write: the table has this batch's transaction (a replay after a crash that the
             # run did not see coming). Its quarantine rows may be missing: count it, and write what is missing.
@@ -252,7 +265,8 @@ class BatchWriter:
                 quarantine += outside
             self._write_quarantine(quarantine, batch_id)
             write_sink(rows, spec.sink, self.target.table, app_id=self.target.app_id, batch_id=batch_id,
-                       merge_schema=spec.schema_evolution == "add_columns", replace_where=self.target.replace_where,
+                       merge_schema=spec.schema_evolution == "add_columns" or self.target.evolve_schema,
+                       replace_where=self.target.replace_where,
                        user_metadata={"sluice_backfill": self.target.backfill, "run_id": self.target.run_id})
         finally:
             for df in cached:

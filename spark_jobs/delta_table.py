@@ -9,6 +9,8 @@ from typing import Any
 from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 
+from sluice.delta_log import local_log, log_state
+
 
 def current_version(spark: SparkSession, path: str) -> int | None:
     """The table's latest version, or None if there is no Delta table at ``path`` yet."""
@@ -20,36 +22,10 @@ def current_version(spark: SparkSession, path: str) -> int | None:
     return DeltaTable.forPath(spark, path).history(1).select("version").first()[0]
 
 
-def log_state(path: str) -> dict[str, Any] | None:
-    """Version, table properties and file count of a table on local disk, read from its ``_delta_log`` (the
-    latest commit's version checksum file) without a Spark job -- on a fresh JVM each Delta query costs
-    seconds. None when that is not possible (no table, a remote path, no checksum): ask Delta instead."""
-    log = _local_log(path)
-    if log is None:
-        return None
-    try:
-        versions = [int(p.name[:-5]) for p in log.iterdir() if p.name.endswith(".json") and p.name[:-5].isdigit()]
-    except OSError:
-        return None
-    if not versions:
-        return None
-    version = max(versions)
-    try:
-        checksum = json.loads((log / f"{version:020d}.crc").read_text(encoding="utf-8"))
-        return {
-            "version": version,
-            "properties": dict(checksum["metadata"].get("configuration") or {}),
-            "num_files": int(checksum["numFiles"]),
-            "columns": [f["name"] for f in json.loads(checksum["metadata"]["schemaString"])["fields"]],
-        }
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-
-
 def uncommitted_log(path: str) -> bool:
     """A local ``_delta_log`` that holds no commit: a table whose creation died before its first commit (a
     crash, kill -9). Delta says "is a Delta table" of it, then fails to read it; it is no table yet."""
-    log = _local_log(path)
+    log = local_log(path)
     if log is None:
         return False
     try:
@@ -72,7 +48,7 @@ def commits_since(
     """
     if version is not None and latest is not None and latest <= version:
         return {}
-    local = _local_log(path)
+    local = local_log(path)
     if local is not None:
         rows = _local_history(local, version)
     else:
@@ -116,7 +92,7 @@ def commits_since(
 def txn_version(path: str, app_id: str) -> int | None:
     """The latest ``txnVersion`` the table committed for ``app_id`` (the idempotent writes' id), read with
     delta-rs from a table on local disk; None if there is none or it cannot be read that way."""
-    if _local_log(path) is None:
+    if local_log(path) is None:
         return None
     try:
         from deltalake import DeltaTable as RustDeltaTable
@@ -126,18 +102,6 @@ def txn_version(path: str, app_id: str) -> int | None:
         return None
 
 
-def local_path(path: str) -> Path | None:
-    """``path`` as a local file system path (a plain path or a ``file:`` URI); None for a remote one."""
-    if "://" in path and not path.startswith("file:"):
-        return None
-    return Path(path.removeprefix("file://").removeprefix("file:"))
-
-
-def _local_log(path: str) -> Path | None:
-    """The ``_delta_log`` folder of a table on local disk (None for a remote path or no table)."""
-    local = local_path(path)
-    log = local / "_delta_log" if local is not None else None
-    return log if log is not None and log.is_dir() else None
 
 
 def _local_history(log: Path, after: int | None) -> list[dict[str, Any]]:

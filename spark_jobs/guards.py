@@ -28,9 +28,12 @@ from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 from pyspark.sql.types import StructField, StructType
 
+from sluice.delta_log import log_state
+from sluice.schema_change import SchemaChange, refusal_message
 from sluice.settings import Settings
 from sluice.spec import _STATEFUL_SQL_RE, RESCUED_COLUMN, KafkaSource, PipelineSpec
-from spark_jobs.delta_table import log_state, uncommitted_log
+from spark_jobs import schema_evolution
+from spark_jobs.delta_table import uncommitted_log
 
 PIPELINE_PROPERTY = "sluice.pipeline"
 CHECKPOINT_PROPERTY = "sluice.checkpointId"
@@ -136,6 +139,26 @@ def check_spec_fits(spec: PipelineSpec, settings: Settings, checkpoint: str) -> 
             "with mode=reset) to start a new checkpoint and rebuild the table from the new source; or give the "
             "pipeline a new name (new table and checkpoint) and keep the old table."
         )
+
+
+_STATE_SCHEMA_ERRORS = ("STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE", "STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE",
+                        "STATE_STORE_INVALID_VALUE_SCHEMA_EVOLUTION", "STATE_STORE_INVALID_CONFIG_AFTER_RESTART")
+
+
+def explain_state_failure(spec: PipelineSpec, error: str, checkpoint: str) -> str:
+    """Spark refuses to resume a stateful query whose state the change of a column's type would change (a
+    widened column inside an aggregation, a deduplication or a join key): say what to do. Spark checks it
+    before the batch runs, so nothing was written."""
+    if not any(code in error for code in _STATE_SCHEMA_ERRORS):
+        return error
+    return (
+        f"{error} -- the state of {spec.name}'s stateful query (aggregation, deduplication or join), kept in its "
+        f"checkpoint ({checkpoint}), holds the columns' old types: a column of source.schema changed type (or "
+        "was added to the state) and Spark cannot resume from it. Nothing was written. Options: revert the "
+        "type change; or run once with --reset-checkpoint (Airflow: trigger with mode=reset) to rebuild the "
+        "state and the table from the source with the new types; or give the pipeline a new name (new table "
+        "and checkpoint)."
+    )
 
 
 def record_spec(spec: PipelineSpec, settings: Settings, checkpoint: str) -> None:
@@ -259,17 +282,19 @@ def empty_quarantine(spark: SparkSession, path: str) -> None:
 
 def prepare_sink(
     spark: SparkSession, spec: PipelineSpec, *, table: str, checkpoint: str, schema: StructType, reset: bool = False,
-) -> tuple[str, str | None]:
-    """Check that checkpoint and table belong together and create the table if needed (a reset replaces it);
-    return the checkpoint id the run will use and, for a reset, where the old checkpoint went."""
+) -> tuple[str, str | None, SchemaChange | None]:
+    """Check that checkpoint and table belong together and that the output fits the table, and create the
+    table if needed (a reset replaces it); return the checkpoint id the run will use, for a reset where the
+    old checkpoint went, and the change the run makes to the table's schema."""
     if reset:
         state = table_state(spark, table)
         refuse_foreign_table(spec, table, state)
         aside = set_checkpoint_aside(checkpoint)
         cp_id = ensure_checkpoint_id(checkpoint)
         create_table(spark, table, schema, spec, cp_id, replace=state is not None)
-        return cp_id, aside
+        return cp_id, aside, None
     state = check_sink(spark, spec, table=table, checkpoint=checkpoint)
+    change = check_schema(spark, spec, table=table, schema=schema) if state is not None else None
     cp_id = ensure_checkpoint_id(checkpoint)
     if state is None:
         create_table(spark, table, schema, spec, cp_id)
@@ -280,4 +305,13 @@ def prepare_sink(
         if RESCUED_COLUMN in schema.fieldNames() and RESCUED_COLUMN not in state["columns"]:
             # a table from before sluice kept the fields a JSON record has beyond the schema
             spark.sql(f"ALTER TABLE delta.`{_quote(table)}` ADD COLUMNS (`{RESCUED_COLUMN}` STRING)")
-    return cp_id, None
+    return cp_id, None, change
+
+
+def check_schema(spark: SparkSession, spec: PipelineSpec, *, table: str, schema: StructType) -> SchemaChange | None:
+    """Refuse an output the table cannot take (a column removed, renamed, narrowed or changed to another type)
+    before anything is written; return what the run will change (added and widened columns; None: no table)."""
+    change = schema_evolution.plan(spark, spec, table, schema)
+    if change is not None and change.refused:
+        raise GuardRefused(refusal_message(spec.name, table, change))
+    return change

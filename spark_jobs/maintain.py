@@ -170,7 +170,7 @@ def maintain_table(spark, path: str, spec: PipelineSpec, *, dry_run: bool) -> di
 
 
 def _num_files(spark, path: str) -> int:
-    from spark_jobs.delta_table import log_state
+    from sluice.delta_log import log_state
 
     state = log_state(path)
     if state is not None:

@@ -101,3 +101,21 @@ def files_of_batch(checkpoint: str, batch_id: int, source_index: int = 0) -> lis
                     files.append(entry["path"])
             return files
     return None
+
+
+def restart_offset(checkpoint: str, source_index: int = 0) -> dict[str, Any] | None:
+    """Where a restarted query reads from: the START offset of the last batch the checkpoint marks done (Spark
+    builds that batch's DataFrame again on restart, then reads on from its end), as JSON; ``{}`` when that is
+    the stream's very start (or its offsets are gone). None: no batch done yet, or not a local path."""
+    root = Path(checkpoint)
+    commits = root / "commits"
+    if "://" in checkpoint or not commits.is_dir():
+        return None
+    done = sorted(int(p.name) for p in commits.iterdir() if p.name.isdigit())
+    if not done:
+        return None
+    offsets = root / "offsets" / str(done[-1] - 1)
+    if not offsets.is_file():
+        return {}
+    lines = offsets.read_text(encoding="utf-8").splitlines()  # version, batch metadata, one line per source
+    return json.loads(lines[2 + source_index]) if len(lines) > 2 + source_index else {}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import tempfile
 import time
@@ -12,6 +13,7 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
+from sluice.delta_log import local_path
 from sluice.ledger import append_run
 from sluice.lock import PipelineBusy, driver_lock
 from sluice.run_request import BackfillSlice
@@ -24,20 +26,19 @@ from sluice.spec import (
     PipelineSpec,
     Trigger,
 )
-from spark_jobs import guards, overwrites
+from spark_jobs import guards, overwrites, schema_evolution
 from spark_jobs.batch_writer import BatchWriter, Target, quarantine_pending
 from spark_jobs.delta_table import (
     as_json,
     commits_since,
     current_version,
-    local_path,
     txn_version,
 )
 from spark_jobs.kafka_source import explain_failure
 from spark_jobs.progress import ProgressCollector, batches_of, files_of_batch
 from spark_jobs.records import good_rows
 from spark_jobs.sink import output_mode, start_write, txn_app_id
-from spark_jobs.source import explain_delta_failure, read_stream
+from spark_jobs.source import explain_delta_failure, read_stream, upstream_promotions
 from spark_jobs.transform import apply_transform, register_tables
 
 DRY_RUN_PREFIX = "sluice-dry-run-"
@@ -195,14 +196,16 @@ def _run_query(spark, spec, settings, options, summary, table, checkpoint, scrat
     retain = spec.spark_conf.get(MIN_BATCHES_TO_RETAIN, spec.maintenance.checkpoint_batches_to_retain)
     spark.conf.set(MIN_BATCHES_TO_RETAIN, str(retain))
     try:
-        source = read_stream(spark, spec, settings)
+        # an upstream pipeline's promotion of rescued values: skipped here, done again in this table
+        promoted_upstream = upstream_promotions(spec, settings, checkpoint) if not options.reset else None
+        source = read_stream(spark, spec, settings, skip_change_commits=promoted_upstream is not None)
         register_tables(spark, spec.transform, settings)
         query_df, stateful, schema = _output(spark, spec, source)
         quarantine = summary["quarantine"]
         if scratch is None:
             if not options.reset:
                 guards.check_spec_fits(spec, settings, checkpoint)
-            cp_id, aside = guards.prepare_sink(
+            cp_id, aside, change = guards.prepare_sink(
                 spark, spec, table=table, checkpoint=checkpoint, schema=schema, reset=options.reset
             )
             if aside:
@@ -212,12 +215,21 @@ def _run_query(spark, spec, settings, options, summary, table, checkpoint, scrat
         else:
             target_table, target_checkpoint = str(scratch / "table"), str(scratch / "checkpoint")
             quarantine = str(scratch / "quarantine")
-            cp_id = _prepare_dry_run(spark, spec, settings, options, table, checkpoint, target_table,
-                                     target_checkpoint, schema)
+            cp_id, change = _prepare_dry_run(spark, spec, settings, options, table, checkpoint, target_table,
+                                             target_checkpoint, schema)
         guards.record_spec(spec, settings, target_checkpoint)
         summary["checkpoint_id"] = cp_id
+        evolve = bool(change and (change.added or change.widened))
+        if evolve:
+            summary["schema_change"] = {"table": table, **change.summary(), "applied": False}
+        # rescued values to bring into new columns: this pipeline's own (a field declared now), or the ones its
+        # upstream pipeline promoted in rows this table holds too
+        promote = [c for c, _ in change.added] if change is not None and spec.rescues_fields() else []
+        promote += promoted_upstream or []
+        unmarked = schema_evolution.mark_promotion(spark, target_table, target_checkpoint, promote) if promote else []
         target = Target(table=target_table, quarantine=quarantine, app_id=txn_app_id(spec.name, cp_id),
-                        run_id=options.run_id, checkpoint=target_checkpoint)
+                        run_id=options.run_id, checkpoint=target_checkpoint, evolve_schema=evolve,
+                        widen_types=bool(change and change.widened))
         reingest = _check_overwrites(spark, spec, settings, summary, target)
         phases["prepare"], mark = round(time.monotonic() - mark, 3), time.monotonic()
         if stateful and spec.parses_records():
@@ -241,6 +253,18 @@ def _run_query(spark, spec, settings, options, summary, table, checkpoint, scrat
             query_name=spec.name, mode=output_mode(spec),
         )
         query.awaitTermination()  # raises StreamingQueryException if the query failed
+        if evolve:
+            after = schema_evolution.plan(spark, spec, target_table, schema)
+            if (after.added or after.widened) and not stateful:
+                # no batch carried the change (no new data): made now, in metadata-only commits. A stateful
+                # query's is left to its next batch: Spark checks then whether its state can take it
+                schema_evolution.apply_change(spark, target_table, after)
+                after = schema_evolution.plan(spark, spec, target_table, schema)
+            summary["schema_change"]["applied"] = not (after.added or after.widened)
+        promoted = schema_evolution.promote_pending(spark, target_table, target_checkpoint, options.run_id,
+                                                    unmarked)
+        if promoted:
+            summary["promoted_rescued"] = promoted
     except (PipelineBusy, guards.GuardRefused):
         raise
     except Exception as err:  # noqa: BLE001 - every failure becomes the summary's error, raised by the caller
@@ -250,6 +274,7 @@ def _run_query(spark, spec, settings, options, summary, table, checkpoint, scrat
             summary["error"] = explain_failure(spec.source, summary["error"])
         elif isinstance(spec.source, DeltaSource):
             summary["error"] = explain_delta_failure(spec, summary["error"])
+        summary["error"] = guards.explain_state_failure(spec, summary["error"], checkpoint)
     finally:
         spark.streams.removeListener(collector)
         if query is not None:
@@ -303,8 +328,7 @@ def _run_reingest(spark, spec: PipelineSpec, settings: Settings, options: RunOpt
     staging = overwrites.staging_folder(target.checkpoint)
     reingest_spec = spec.model_copy(update={"source": spec.source.model_copy(update={"path": str(staging)})})
     checkpoint = overwrites.companion_checkpoint(target.checkpoint)
-    companion = Target(table=target.table, quarantine=target.quarantine, app_id=f"{target.app_id}-reingest",
-                       run_id=target.run_id, checkpoint=checkpoint)
+    companion = dataclasses.replace(target, app_id=f"{target.app_id}-reingest", checkpoint=checkpoint)
     collector = ProgressCollector(query_name=f"{spec.name}_reingest")
     part: dict[str, Any] = {"dry_run": summary["dry_run"], "delta_version_before": summary["delta_version_after"],
                             **dict.fromkeys(("batches", "input_rows", "output_rows", *_COUNTS), 0),
@@ -380,14 +404,16 @@ def _totals(stats) -> dict[str, int]:
     return totals
 
 
-def _prepare_dry_run(spark, spec, settings, options, table, checkpoint, target_table, target_checkpoint, schema) -> str:
-    """Scratch checkpoint and table for a dry run; the same refusals a real run would meet."""
+def _prepare_dry_run(spark, spec, settings, options, table, checkpoint, target_table, target_checkpoint, schema):
+    """Scratch checkpoint and table for a dry run; the same refusals a real run would meet. Returns the
+    checkpoint id and the change the run makes to the table's schema."""
     if options.reset:
         cp_id = guards.ensure_checkpoint_id(target_checkpoint)
         guards.create_table(spark, target_table, schema, spec, cp_id)
-        return cp_id
+        return cp_id, None
     guards.check_spec_fits(spec, settings, checkpoint)
     state = guards.check_sink(spark, spec, table=table, checkpoint=checkpoint)
+    change = guards.check_schema(spark, spec, table=table, schema=schema) if state is not None else None
     if Path(checkpoint).is_dir():
         shutil.copytree(checkpoint, target_checkpoint)
     cp_id = guards.ensure_checkpoint_id(target_checkpoint)
@@ -396,7 +422,7 @@ def _prepare_dry_run(spark, spec, settings, options, table, checkpoint, target_t
     else:
         # the real table's files, referenced not copied: a MERGE sees the rows it would update
         spark.sql(f"CREATE TABLE delta.`{target_table}` SHALLOW CLONE delta.`{table}`")
-    return cp_id
+    return cp_id, change
 
 
 def _holder(options: RunOptions) -> dict[str, Any]:

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from sluice.delta_log import local_path
 from sluice.settings import Settings
 from sluice.spark_conf import option_text
 from sluice.spec import DeltaSource, KafkaSource, PipelineSpec
 from spark_jobs.kafka_source import read_kafka_stream
+from spark_jobs.progress import restart_offset
 from spark_jobs.records import CORRUPT, METADATA, ORIGIN, json_columns, with_bad_columns
 
 KEEP_EVERY_FILE = "36500d"
@@ -20,19 +23,22 @@ class SourceError(RuntimeError):
     """The source cannot be read as the spec says; the message says what to fix."""
 
 
-def read_stream(spark: SparkSession, spec: PipelineSpec, settings: Settings) -> DataFrame:
+def read_stream(spark: SparkSession, spec: PipelineSpec, settings: Settings, *,
+                skip_change_commits: bool = False) -> DataFrame:
     """The source as a streaming DataFrame: for json and csv, with the internal columns of
-    :mod:`spark_jobs.records` that mark bad records."""
-    return read_source(spark, spec, settings)
+    :mod:`spark_jobs.records` that mark bad records. ``skip_change_commits``: a Delta source skips this
+    run's commits that changed rows (see :func:`upstream_promotions`)."""
+    return read_source(spark, spec, settings, skip_change_commits=skip_change_commits)
 
 
-def read_source(spark: SparkSession, spec: PipelineSpec, settings: Settings, *, files: list[str] | None = None) -> DataFrame:
+def read_source(spark: SparkSession, spec: PipelineSpec, settings: Settings, *, files: list[str] | None = None,
+                skip_change_commits: bool = False) -> DataFrame:
     """The stream, or with ``files`` (a backfill) one batch of those files, read and parsed the same way."""
     source = spec.source
     if isinstance(source, KafkaSource):
         return read_kafka_stream(spark, source, rescue=spec.rescues_fields())
     if isinstance(source, DeltaSource):
-        return read_delta_stream(spark, spec, settings)
+        return read_delta_stream(spark, spec, settings, skip_change_commits=skip_change_commits)
     path = spec.source_path(settings)
     if files is None and "://" not in path and not Path(path).is_dir():
         raise SourceError(
@@ -90,7 +96,8 @@ def read_source(spark: SparkSession, spec: PipelineSpec, settings: Settings, *, 
     return with_bad_columns(df, [F.col(n) for n in names], error, F.col(CORRUPT), origin, extra)
 
 
-def read_delta_stream(spark: SparkSession, spec: PipelineSpec, settings: Settings) -> DataFrame:
+def read_delta_stream(spark: SparkSession, spec: PipelineSpec, settings: Settings, *,
+                      skip_change_commits: bool = False) -> DataFrame:
     """An upstream Delta table as a stream: each run reads the commits since the last one.
     https://docs.delta.io/latest/delta-streaming.html#delta-table-as-a-source"""
     source = spec.source
@@ -102,13 +109,49 @@ def read_delta_stream(spark: SparkSession, spec: PipelineSpec, settings: Setting
             "its table), or fix source." + ("pipeline" if source.pipeline else "path")
         )
     reader = spark.readStream.format("delta")
-    if source.skip_change_commits:
+    if source.skip_change_commits or skip_change_commits:
         reader = reader.option("skipChangeCommits", "true")
     if source.max_files_per_trigger:
         reader = reader.option("maxFilesPerTrigger", str(source.max_files_per_trigger))
     for key, value in source.options.items():
         reader = reader.option(key, option_text(value))
     return reader.load(path)
+
+
+PROMOTED = "sluice_promote_rescued"
+
+
+def upstream_promotions(spec: PipelineSpec, settings: Settings, checkpoint: str) -> list[str] | None:
+    """A Delta source whose upstream pipeline promoted rescued values into new columns since this pipeline
+    last read it: the promoted columns. Such a commit changed rows (Delta's streaming source stops at it:
+    ``DELTA_SOURCE_TABLE_IGNORE_CHANGES``), but this pipeline holds the same rows with the same ``_rescued``,
+    and promotes them in its own table: this run skips those commits (``skipChangeCommits``) -- only when they
+    are the only commits in its range that changed rows (from the start of the last batch done, which a
+    restart reads again), so that no other change is skipped silently. None when there is nothing to skip."""
+    source = spec.source
+    if not isinstance(source, DeltaSource) or source.skip_change_commits:
+        return None
+    log = local_path(spec.source_path(settings))
+    offset = restart_offset(checkpoint)
+    if log is None or offset is None or not (log / "_delta_log").is_dir():
+        return None  # a first run reads the table's latest snapshot: its promotions are in it
+    start = int(offset.get("reservoirVersion", 0))
+    promoted: set[str] = set()
+    for commit in sorted((log / "_delta_log").glob("*.json")):
+        if not commit.stem.isdigit() or int(commit.stem) < start:
+            continue
+        actions = [json.loads(line) for line in commit.read_text(encoding="utf-8").splitlines() if line.strip()]
+        if not any(a.get("remove", {}).get("dataChange", True) for a in actions if "remove" in a):
+            continue
+        info = next((a["commitInfo"] for a in actions if "commitInfo" in a), {})
+        try:
+            columns = json.loads(info.get("userMetadata") or "{}").get(PROMOTED)
+        except (ValueError, AttributeError):
+            columns = None
+        if not columns:
+            return None  # another change (a MERGE, a backfill): Delta stops, and the error says what to do
+        promoted.update(columns)
+    return sorted(promoted) or None
 
 
 def explain_delta_failure(spec: PipelineSpec, error: str) -> str:

@@ -131,3 +131,17 @@ def test_quality_warnings_name_rewritten_files_and_the_options():
         "ingested as new input (source.on_overwrite: reingest; an append sink keeps the old rows too)"
     ]
     assert quality_warnings(summary("r3", overwritten_files={"count": 0, "paths": [], "action": "warn"})) == []
+
+
+def test_quality_warnings_name_the_schema_change_and_the_rescued_values_moved():
+    from sluice.quality import quality_warnings
+
+    change = {"table": "/lake/orders", "applied": False, "added_columns": [{"column": "coupon", "type": "STRING"}],
+              "widened_columns": [{"column": "qty", "from": "INT", "to": "BIGINT"}]}
+    assert quality_warnings(summary("r1", schema_change=change,
+                                    promoted_rescued={"coupon": {"rows": 3, "kept_in_rescued": 1}})) == [
+        "orders: schema of /lake/orders: added column coupon STRING; widened qty INT -> BIGINT -- not yet: the "
+        "stateful query ran no batch, its next batch makes the change",
+        "orders: 3 row(s) had coupon in _rescued: moved into the column coupon; 1 value(s) do not fit its type and "
+        "stay in _rescued",
+    ]

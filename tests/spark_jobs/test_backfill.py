@@ -137,3 +137,18 @@ def test_backfill_refusals_change_nothing(spark, lake):
     from spark_jobs.delta_table import current_version
 
     assert current_version(spark, spec.sink_path(lake)) == version  # the dry run wrote a scratch clone
+
+
+def test_a_backfill_of_a_spec_that_changes_the_table_schema_waits_for_an_incremental_run(spark, lake):
+    v1 = make_spec(daily_spec())
+    land(lake, 1, "a.json", [json.dumps({"id": 1, "ts": "2026-11-01T08:00:00Z", "amount": 1.0, "coupon": "A"})])
+    run(spark, v1, lake)
+    v2 = make_spec(daily_spec(sql="SELECT id, ts, amount, to_date(ts) AS day, 'v2' AS version FROM source"))
+    with pytest.raises(RunFailed, match=r"^refused: the spec of daily changes its table's schema \(adds column\(s\) "
+                                        r"version STRING\): run it in mode incremental first"):
+        run(spark, v2, lake, backfill=("2026-11-01", "2026-11-01"))
+
+    assert run(spark, v2, lake)["schema_change"]["applied"] is True  # no new data: the change is made anyway
+    run(spark, v2, lake, backfill=("2026-11-01", "2026-11-01"))
+    df = spark.read.format("delta").load(v2.sink_path(lake))
+    assert [(r.id, r.version) for r in df.collect()] == [(1, "v2")]
