@@ -85,7 +85,7 @@ def test_trigger_a_pipeline_from_the_ui_form_and_read_its_summary(lake, spark, b
     write_lines(landing / "bad.json", ['{"id": 40, "amount": "a lot"}'])
     with airflow_standalone(tmp_path) as (env, log):
         base = f"http://127.0.0.1:{env['AIRFLOW__API__PORT']}"
-        api = wait_for("the API server", lambda: _api(env), 300, log)
+        api = wait_for("the Airflow API server's login", lambda: Api.connect(env), 300, log)
         wait_for("the DAGs of both specs", lambda: _dag_ids(api) >= {"ui_orders", "ui_orders_copy"}, 300, log)
         context = browser.new_context(viewport={"width": 1400, "height": 1000},
                                       permissions=["clipboard-read", "clipboard-write"])
@@ -137,25 +137,24 @@ def test_trigger_a_pipeline_from_the_ui_form_and_read_its_summary(lake, spark, b
     assert sorted(r.id for r in silver.collect()) == list(range(40))
 
 
-def _api(env: dict[str, str]) -> Api | None:
-    try:
-        return Api(env)
-    except (OSError, AssertionError):
-        return None
-
-
 def _dag_ids(api: Api) -> set[str]:
-    return {d["dag_id"] for d in api.get("/api/v2/dags?limit=100")["dags"]}
+    """The DAGs the API lists (none while it answers like a half-started server)."""
+    dags = api.poll("/api/v2/dags?limit=100")
+    return {d["dag_id"] for d in dags["dags"]} if dags else set()
 
 
 def _wait_for_run(api: Api, dag_id: str, run_id: str, log: Path) -> str:
     path = f"/api/v2/dags/{dag_id}/dagRuns/{quote(run_id, safe='')}"
-    return wait_for(f"{dag_id} run {run_id}", lambda: api.get(path)["state"] in ("success", "failed") and
-                    api.get(path)["state"], 600, log)
+
+    def finished_state() -> str | None:
+        run = api.poll(path)
+        return run["state"] if run and run["state"] in ("success", "failed") else None
+
+    return wait_for(f"{dag_id} run {run_id}", finished_state, 600, log)
 
 
 def _finished_runs(api: Api, dag_id: str) -> list[dict] | None:
-    runs = api.get(f"/api/v2/dags/{dag_id}/dagRuns")["dag_runs"]
+    runs = (api.poll(f"/api/v2/dags/{dag_id}/dagRuns") or {}).get("dag_runs")
     return runs if runs and all(r["state"] in ("success", "failed") for r in runs) else None
 
 
