@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 import re
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
 from pyspark.testing import assertDataFrameEqual
 
+from sluice.readiness import wait_until
 from sluice.spec import PipelineSpec
 from spark_jobs.runner import DRY_RUN_PREFIX, RunFailed, RunOptions, run_pipeline
 from tests.helpers import make_spec, orders_spec, tree_digest, write_lines, write_orders
@@ -248,11 +248,13 @@ def test_windowed_count_writes_each_window_once_after_the_watermark_passes(spark
 
     # each batch's progress is printed as it happens (the task log): rows, rate, phases, watermark, state
     printed = ""
-    for _ in range(50):  # listener events arrive asynchronously
+
+    def both_batches_printed() -> bool:  # listener events arrive asynchronously
+        nonlocal printed
         printed += capsys.readouterr().err
-        if "windowed batch 1:" in printed:
-            break
-        time.sleep(0.2)
+        return "windowed batch 1:" in printed
+
+    wait_until("the progress line of batch 1", both_batches_printed, 60, every=0.2, error=AssertionError)
     batch0 = re.search(r"\[sluice\] windowed batch 0: 5 rows in, \d+ rows/s, \d+ ms \((.*)\), watermark (\S+), "
                        r"state rows (\d+)", printed)
     assert batch0, printed
