@@ -81,10 +81,14 @@ def files_under(roots: list[Path]) -> set[Path]:
     return {p for root in roots if root.exists() for p in root.rglob("*")}
 
 
-def new_files_since(roots: list[Path], snapshot: set[Path]) -> list[Path]:
+def new_files_since(roots: list[Path], snapshot: set[Path], expected: tuple[Path, ...] = ()) -> list[Path]:
     """What appeared under ``roots`` since ``snapshot`` (of :func:`files_under`) and is still there: any name,
-    any depth -- not only folders with the product's own scratch prefix."""
-    return sorted(files_under(roots) - snapshot)
+    any depth -- not only folders with the product's own scratch prefix. Except what the run is meant to write:
+    the folders in ``expected`` (e.g. the run ledger, where a dry run is recorded too), their content and the
+    folders leading to them."""
+    expected = tuple(Path(p) for p in expected)
+    return sorted(p for p in files_under(roots) - snapshot
+                  if not any(p == e or p in e.parents or e in p.parents for e in expected))
 
 
 def own_temp_dir(monkeypatch, tmp_path: Path) -> Path:
