@@ -21,6 +21,8 @@ import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from sluice.readiness import log_tail, wait_until
+
 
 class BrokerError(RuntimeError):
     pass
@@ -191,25 +193,31 @@ def _launch(broker: Broker, jars_dir: Path, timeout: float) -> Broker:
         )
     broker.pid = process.pid
     broker.save()
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise BrokerError(f"the Kafka broker exited with code {process.returncode}; see {home / 'server.log'}")
-        if _serves_metadata(broker.bootstrap_servers):
-            return broker
-        time.sleep(0.5)
-    stop_broker(broker)
-    raise BrokerError(f"the Kafka broker did not serve metadata within {timeout:.0f}s; see {home / 'server.log'}")
+
+    def serves_metadata() -> bool:
+        if process.poll() is not None:  # waiting longer cannot help
+            raise BrokerError(f"the Kafka broker at {broker.bootstrap_servers} exited with code "
+                              f"{process.returncode}{log_tail(home / 'server.log')}")
+        return _serves_metadata(broker.bootstrap_servers)
+
+    try:
+        wait_until(f"the Kafka broker at {broker.bootstrap_servers} to serve metadata", serves_metadata, timeout,
+                   home / "server.log", every=0.5, error=BrokerError)
+    except BrokerError:
+        stop_broker(broker)
+        raise
+    return broker
 
 
 def _serves_metadata(bootstrap: str) -> bool:
+    from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient
 
     if not port_open(int(bootstrap.rsplit(":", 1)[1])):
         return False
     try:
         AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=2)
-    except Exception:  # noqa: BLE001 - not ready yet; the caller polls until its deadline
+    except KafkaException:  # a starting broker: transport error or timed out; not yet
         return False
     return True
 

@@ -20,11 +20,11 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
 from sluice.kafka_broker import port_open
+from sluice.readiness import http_answer, http_json, wait_until
 from sluice.settings import Settings
 
 
@@ -175,13 +175,8 @@ class Stack:
         self._save(name, process.pid)
         return process.pid
 
-    def _wait(self, what: str, check, timeout: float, log: str) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if check():
-                return
-            time.sleep(1)
-        raise StackError(f"{what} did not come up within {timeout:.0f} s; see {self.logs / log}")
+    def _wait(self, what: str, check, timeout: float, log: str, every: float = 1.0) -> None:
+        wait_until(what, check, timeout, self.logs / log, every=every, error=StackError)
 
     def _postgres(self) -> None:
         data = self.home / "postgres"
@@ -246,11 +241,10 @@ class Stack:
         self._wait("the Spark worker's registration", self._worker_registered, timeout, "spark-worker.log")
 
     def _worker_registered(self) -> bool:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.ports.spark_master_ui}/json/", timeout=5) as r:
-                return any(w.get("state") == "ALIVE" for w in json.loads(r.read()).get("workers", []))
-        except OSError:
-            return False
+        # the master's UI answers before it is whole: an empty or half-written body is "not yet" (http_json)
+        master = http_json(f"http://127.0.0.1:{self.ports.spark_master_ui}/json/")
+        workers = master.get("workers") if isinstance(master, dict) else None
+        return any(isinstance(w, dict) and w.get("state") == "ALIVE" for w in workers or [])
 
     def _airflow(self, timeout: float) -> None:
         airflow = str(Path(sys.executable).parent / "airflow")
@@ -273,11 +267,9 @@ class Stack:
 
     @staticmethod
     def _http_ok(url: str) -> bool:
-        try:
-            with urllib.request.urlopen(url, timeout=5) as response:
-                return response.status == 200
-        except OSError:
-            return False
+        """A health endpoint answered 2xx (the scheduler's answers with an empty body; a 5xx, a reset or a
+        connection closed mid-answer: not yet)."""
+        return http_answer(url) is not None
 
     # --- down ---------------------------------------------------------------------------------------
 

@@ -1,9 +1,11 @@
-"""Small builders for test inputs: landing files, specs, checkpoint fingerprints."""
+"""Small builders for test inputs (landing files, specs, Kafka records) and oracles that are not the
+product (checkpoint fingerprints, Delta versions read by delta-rs, files left behind)."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +60,49 @@ def tree_digest(folder: Path) -> dict[str, str]:
         for p in sorted(folder.rglob("*"))
         if p.is_file()
     }
+
+
+def delta_version(path: Path | str) -> int | None:
+    """The table's latest version as delta-rs reads it, or None if there is no Delta table at ``path``.
+
+    An oracle that is not the product: sluice fills the run summary's versions with its own ``_delta_log``
+    reader (``spark_jobs.delta_table``), so "no new Delta commit" is checked with another implementation."""
+    from deltalake import DeltaTable
+    from deltalake.exceptions import TableNotFoundError
+
+    try:
+        return DeltaTable(str(path)).version()
+    except TableNotFoundError:
+        return None
+
+
+def files_under(roots: list[Path]) -> set[Path]:
+    """Every file and folder under ``roots`` (hidden ones included), to compare with :func:`new_files_since`."""
+    return {p for root in roots if root.exists() for p in root.rglob("*")}
+
+
+def new_files_since(roots: list[Path], snapshot: set[Path], expected: tuple[Path, ...] = ()) -> list[Path]:
+    """What appeared under ``roots`` since ``snapshot`` (of :func:`files_under`) and is still there: any name,
+    any depth -- not only folders with the product's own scratch prefix. Except what the run is meant to write:
+    the folders in ``expected`` (e.g. the run ledger, where a dry run is recorded too), their content and the
+    folders leading to them."""
+    expected = tuple(Path(p) for p in expected)
+    return sorted(p for p in files_under(roots) - snapshot
+                  if not any(p == e or p in e.parents or e in p.parents for e in expected))
+
+
+def own_temp_dir(monkeypatch, tmp_path: Path) -> Path:
+    """Make the temp dir of the runs this test starts its own: ``tempfile.tempdir`` for an in-process run,
+    ``TMPDIR`` for a ``sluice`` subprocess (and its driver). The machine's temp dir is shared: other
+    processes -- other test runs of these same tests included -- create entries there at any moment, even with
+    the product's prefix, so no rule over it tells the run's leftovers from theirs. Only the run writes here,
+    so ANY entry left under it after the run is the run's. (The in-process Spark JVM's ``java.io.tmpdir`` is
+    set when the test session starts and is not redirected.)"""
+    folder = tmp_path / "tmp"
+    folder.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(folder))
+    monkeypatch.setenv("TMPDIR", str(folder))
+    return folder
 
 
 def new_topic(bootstrap: str, partitions: int = 3) -> str:

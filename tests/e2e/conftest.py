@@ -6,10 +6,11 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+
+from sluice.readiness import wait_until
 
 BIN = Path(sys.executable).parent
 
@@ -27,16 +28,10 @@ def sluice(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
 
 
 def wait_for(what: str, check, timeout: float, log: Path | None = None, every: float = 1.0):
-    """Poll ``check`` until it returns something truthy (returned); fail naming ``what`` (and the end of
-    ``log``, a server's output) after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        result = check()
-        if result:
-            return result
-        time.sleep(every)
-    tail = f"; the server's output ends:\n{log.read_text(errors='replace')[-5000:]}" if log else ""
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}{tail}")
+    """Poll ``check`` until it returns something truthy (returned); fail the test naming ``what`` (and the end
+    of ``log``, a server's output) after ``timeout`` seconds. The project's one wait (sluice.readiness): a
+    probe of a server returns None for a half-started answer (``Api.connect``, ``Api.poll``)."""
+    return wait_until(what, check, timeout, log, every=every, error=AssertionError)
 
 
 def last_json_line(text: str) -> dict:

@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from sluice.kafka_broker import free_port
+from sluice.readiness import http_json
 from tests.e2e.conftest import BIN
 
 
@@ -60,17 +61,34 @@ def standalone_credentials(env: dict[str, str]) -> tuple[str, str]:
 class Api:
     """The Airflow REST API as the UI uses it: a token from the login endpoint, then JSON calls."""
 
-    def __init__(self, env: dict[str, str], credentials: tuple[str, str] | None = None):
+    def __init__(self, env: dict[str, str], credentials: tuple[str, str] | None = None, token: str | None = None):
         self.base = f"http://127.0.0.1:{env['AIRFLOW__API__PORT']}"
-        username, password = credentials or standalone_credentials(env)
-        self.token = self._call("POST", "/auth/token", {"username": username, "password": password})["access_token"]
+        if token is None:
+            username, password = credentials or standalone_credentials(env)
+            token = self._call("POST", "/auth/token", {"username": username, "password": password})["access_token"]
+        self.token = token
+
+    @classmethod
+    def connect(cls, env: dict[str, str], credentials: tuple[str, str] | None = None) -> Api | None:
+        """Log in once the API server answers; None while it is starting (a readiness probe for ``wait_for``):
+        the generated password file not written yet, or a half-started server's answer (see sluice.readiness)."""
+        try:
+            credentials = credentials or standalone_credentials(env)
+        except (OSError, ValueError, StopIteration):  # not written yet, or half-written
+            return None
+        base = f"http://127.0.0.1:{env['AIRFLOW__API__PORT']}"
+        answer = http_json(_request(base + "/auth/token", "POST", {"username": credentials[0],
+                                                                   "password": credentials[1]}))
+        return cls(env, token=answer["access_token"]) if isinstance(answer, dict) and "access_token" in answer else None
+
+    def poll(self, path: str, not_yet_codes: tuple[int, ...] = ()) -> dict | None:
+        """GET ``path``; None while the server answers like a half-started one (a 5xx, a reset, a half-written
+        body; also the HTTP codes in ``not_yet_codes``, e.g. 404 for a DAG not parsed yet): for ``wait_for``."""
+        return http_json(_request(self.base + path, "GET", token=self.token), timeout=60,
+                         not_yet_codes=not_yet_codes)
 
     def _call(self, method: str, path: str, body: dict | None = None) -> dict:
-        request = urllib.request.Request(self.base + path, method=method,
-                                         data=json.dumps(body).encode() if body is not None else None)
-        request.add_header("Content-Type", "application/json")
-        if getattr(self, "token", None):
-            request.add_header("Authorization", f"Bearer {self.token}")
+        request = _request(self.base + path, method, body, getattr(self, "token", None))
         try:
             with urllib.request.urlopen(request, timeout=60) as response:
                 return json.loads(response.read() or b"{}")
@@ -82,3 +100,11 @@ class Api:
 
     def post(self, path: str, body: dict) -> dict:
         return self._call("POST", path, body)
+
+
+def _request(url: str, method: str, body: dict | None = None, token: str | None = None) -> urllib.request.Request:
+    request = urllib.request.Request(url, method=method, data=json.dumps(body).encode() if body is not None else None)
+    request.add_header("Content-Type", "application/json")
+    if token:
+        request.add_header("Authorization", f"Bearer {token}")
+    return request

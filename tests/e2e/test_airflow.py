@@ -7,6 +7,7 @@ from pathlib import Path
 
 from tests.e2e.conftest import sluice
 from tests.helpers import (
+    delta_version,
     orders_spec,
     tree_digest,
     write_lines,
@@ -61,6 +62,7 @@ def test_dags_test_runs_the_task_and_tasks_test_is_a_dry_run(lake, spark, airflo
     write_lines(landing / "bad-b.json", ["not json"])
     checkpoint = Path(summary["checkpoint"])
     before = tree_digest(checkpoint)
+    versions = (delta_version(table), delta_version(quarantine))
     dry = sluice("airflow", "tasks", "test", "af_orders", "ingest", "2026-11-23")
     output = dry.stdout + dry.stderr
     assert dry.returncode == 0, output[-4000:]
@@ -68,6 +70,7 @@ def test_dags_test_runs_the_task_and_tasks_test_is_a_dry_run(lake, spark, airflo
     assert (dry_summary["dry_run"], dry_summary["input_rows"], dry_summary["quarantined_rows"]) == (True, 9, 1)
     assert tree_digest(checkpoint) == before
     assert dry_summary["delta_version_after"] == 1
+    assert (delta_version(table), delta_version(quarantine)) == versions  # no commit, as delta-rs reads them
     assert spark.read.format("delta").load(table).count() == 12
     assert spark.read.format("delta").load(quarantine).count() == 1  # the dry run's went to its scratch table
 

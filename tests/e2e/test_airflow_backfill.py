@@ -81,15 +81,15 @@ def test_airflow_backfill_create_rebuilds_each_day_of_the_range(lake, spark, sta
                                                                  "_rescued, to_date(ts) AS day FROM source"}})
     api = Api(env)
     # Airflow allows one active backfill per DAG; the scheduler marks the CLI's complete a little after its runs
-    wait_for("the CLI's backfill to be marked complete", lambda: all(
-        b.get("completed_at") for b in api.get("/api/v2/backfills?dag_id=af_days")["backfills"]), 300, log)
+    wait_for("the CLI's backfill to be marked complete", lambda: (backfills := api.poll(
+        "/api/v2/backfills?dag_id=af_days")) and all(b.get("completed_at") for b in backfills["backfills"]), 300, log)
     body = {"dag_id": "af_days", "from_date": "2026-11-02T00:00:00Z", "to_date": "2026-11-03T00:00:00Z",
             "reprocess_behavior": "completed", "max_active_runs": 10, "run_backwards": False, "dag_run_conf": {}}
     planned = api.post("/api/v2/backfills/dry_run", body)
     assert sorted(r["logical_date"][:10] for r in planned["backfills"]) == ["2026-11-02", "2026-11-03"], planned
     backfill_id = api.post("/api/v2/backfills", body)["id"]
     wait_for("the UI's backfill to complete",
-             lambda: api.get(f"/api/v2/backfills/{backfill_id}").get("completed_at"), 600, log)
+             lambda: (api.poll(f"/api/v2/backfills/{backfill_id}") or {}).get("completed_at"), 600, log)
     table = spark.read.format("delta").load(str(lake.lake_root / "af_days"))
     assert sorted((r.day, r.amount) for r in table.collect()) == sorted(
         [(date(2026, 11, d), a) for d, a in ((1, 10.0), (2, 100.0), (3, 100.0), (4, 1.0)) for _ in range(3)])

@@ -5,15 +5,23 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from spark_jobs.delta_table import current_version
 from tests.e2e.conftest import last_json_line, sluice
-from tests.helpers import orders_spec, tree_digest, write_orders, write_spec
+from tests.helpers import (
+    delta_version,
+    files_under,
+    new_files_since,
+    orders_spec,
+    own_temp_dir,
+    tree_digest,
+    write_orders,
+    write_spec,
+)
 
 SUMMARY_KEYS = {"pipeline", "trigger", "dry_run", "batches", "input_rows", "output_rows",
                 "delta_version_before", "delta_version_after", "micro_batches", "status", "run_id"}
 
 
-def test_sluice_run_is_incremental_and_dry_run_predicts_the_next_run(lake, spark):
+def test_sluice_run_is_incremental_and_dry_run_predicts_the_next_run(lake, spark, monkeypatch, tmp_path):
     spec_path = write_spec(lake.pipelines_dir, orders_spec())
     landing = lake.lake_root / "landing" / "orders"
     write_orders(landing, "a.json", range(0, 10))
@@ -32,12 +40,17 @@ def test_sluice_run_is_incremental_and_dry_run_predicts_the_next_run(lake, spark
     write_orders(landing, "b.json", range(10, 15))
     checkpoint = Path(summary["checkpoint"])
     before = tree_digest(checkpoint)
+    roots = [lake.lake_root, lake.checkpoint_root, own_temp_dir(monkeypatch, tmp_path)]  # TMPDIR of `sluice`
+    files_before = files_under(roots)
     dry = sluice("run", "orders", "--dry-run")  # by pipeline name
     assert dry.returncode == 0, dry.stderr[-3000:]
     dry_summary = last_json_line(dry.stdout)
     assert (dry_summary["dry_run"], dry_summary["input_rows"]) == (True, 5)
     assert tree_digest(checkpoint) == before
     assert dry_summary["delta_version_after"] == 1
+    assert delta_version(summary["sink"]) == 1  # no commit, as delta-rs reads the table
+    # nothing left behind but the run's line in the ledger (every run is recorded, a dry run too)
+    assert new_files_since(roots, files_before, expected=(lake.ledger_path,)) == []
 
     third = sluice("run", str(spec_path), "--trigger", "once")
     assert third.returncode == 0, third.stderr[-3000:]
@@ -86,7 +99,7 @@ def test_a_lost_checkpoint_is_refused_and_reset_checkpoint_rebuilds_the_table_fr
         "source's (the old versions stay in the Delta history); or point sink.path at a new table."
     )
     # nothing written: neither the table nor a new checkpoint
-    assert current_version(spark, table) == 1
+    assert delta_version(table) == 1
     assert sorted(r.id for r in spark.read.format("delta").load(table).collect()) == list(range(10))
     assert not checkpoint.exists()
 

@@ -9,13 +9,12 @@ import os
 import shutil
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
 
 from sluice.kafka_broker import free_port, port_open
-from tests.e2e.conftest import BIN
+from tests.e2e.conftest import BIN, wait_for
 from tests.e2e.live_airflow import Api
 from tests.helpers import orders_spec, write_lines, write_orders, write_spec
 
@@ -50,17 +49,18 @@ def _tails(logs: Path) -> str:
     return "".join(f"\n--- {p.name}\n{p.read_text(errors='replace')[-1500:]}" for p in sorted(logs.glob("*.log")))
 
 
-def trigger_and_wait(api: Api, dag_id: str, timeout: float = 600) -> dict:
+def trigger_and_wait(api: Api, dag_id: str, logs: Path, timeout: float = 600) -> dict:
     run_id = api.post(f"/api/v2/dags/{dag_id}/dagRuns", {"logical_date": None, "conf": {}})["dag_run_id"]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        state = api.get(f"/api/v2/dags/{dag_id}/dagRuns/{run_id}")["state"]
-        if state in ("success", "failed"):
-            return {"run_id": run_id, "state": state,
-                    "summary": api.get(f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/ingest/xcomEntries/"
-                                       "return_value")["value"]}
-        time.sleep(3)
-    raise AssertionError(f"{dag_id} run {run_id} did not finish in {timeout:.0f} s")
+
+    def finished_state() -> str | None:
+        run = api.poll(f"/api/v2/dags/{dag_id}/dagRuns/{run_id}")
+        return run["state"] if run and run["state"] in ("success", "failed") else None
+
+    state = wait_for(f"{dag_id} run {run_id} to finish", finished_state, timeout, logs / "airflow-scheduler.log",
+                     every=3)
+    return {"run_id": run_id, "state": state,
+            "summary": api.get(f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/ingest/xcomEntries/"
+                               "return_value")["value"]}
 
 
 def test_a_pipeline_runs_on_the_standalone_cluster_with_the_same_results_as_local(lake, spark, stack, tmp_path):
@@ -76,19 +76,18 @@ def test_a_pipeline_runs_on_the_standalone_cluster_with_the_same_results_as_loca
     landing = lake.lake_root / "landing" / "orders"
     write_orders(landing, "a.json", range(0, 40))
     write_lines(landing / "bad.json", ['{"id": 1000, "amount": "x"'])
-    api = Api({"AIRFLOW__API__PORT": env["SLUICE_STACK_API_PORT"]}, credentials=("admin", "admin"))
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:  # the dag-processor parses the new spec
-        try:
-            api.get("/api/v2/dags/st_orders")
-            break
-        except AssertionError:
-            time.sleep(3)
-    first = trigger_and_wait(api, "st_orders")
+    logs = home / "logs"
+    api = wait_for("the stack's Airflow API login", lambda: Api.connect(
+        {"AIRFLOW__API__PORT": env["SLUICE_STACK_API_PORT"]}, credentials=("admin", "admin")), 120,
+        logs / "airflow-api-server.log")
+    # the dag-processor parses the new spec: 404 until then
+    wait_for("the DAG st_orders", lambda: api.poll("/api/v2/dags/st_orders", not_yet_codes=(404,)), 300,
+             logs / "airflow-dag-processor.log", every=3)
+    first = trigger_and_wait(api, "st_orders", logs)
     assert first["state"] == "success", first
     write_orders(landing, "b.json", range(40, 70))
     write_orders(landing, "c.json", range(30, 45))  # redelivered ids: in the table twice, as in a local run
-    second = trigger_and_wait(api, "st_orders")
+    second = trigger_and_wait(api, "st_orders", logs)
     assert second["state"] == "success", second
     summaries = [json.loads(r["summary"]) if isinstance(r["summary"], str) else r["summary"] for r in (first, second)]
     assert [(s["input_rows"], s["output_rows"], s["quarantined_rows"]) for s in summaries] == [(41, 40, 1), (45, 45, 0)]

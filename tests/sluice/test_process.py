@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import subprocess
-import time
 
 from sluice.process import descendants, kill_tree, launcher_alive, launcher_token
+from sluice.readiness import wait_until
 
 
 def test_a_launcher_token_names_one_live_process():
@@ -22,16 +22,14 @@ def test_a_launcher_token_names_one_live_process():
 
 def test_kill_tree_reaches_grandchildren():
     root = subprocess.Popen(["sh", "-c", "sleep 60 & sleep 60 & wait"])
-    deadline = time.monotonic() + 10
-    while len(descendants(root.pid)) < 2 and time.monotonic() < deadline:
-        time.sleep(0.05)
-    grandchildren = descendants(root.pid)
+    grandchildren = wait_until("the shell's two children", lambda: len(descendants(root.pid)) >= 2 and
+                               descendants(root.pid), 30, every=0.05, error=AssertionError)
     assert len(grandchildren) == 2
     assert sorted(kill_tree(root.pid)) == sorted([root.pid, *grandchildren])
     root.wait()
-    time.sleep(0.2)
-    for pid in grandchildren:
-        assert not _running(pid)
+    # SIGKILL is delivered at once, but the processes end (and their new parent reaps them) a moment later
+    wait_until(f"the killed processes {grandchildren} to end", lambda: not any(map(_running, grandchildren)), 30,
+               every=0.05, error=AssertionError)
 
 
 def _running(pid: int) -> bool:

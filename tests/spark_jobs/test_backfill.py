@@ -11,7 +11,15 @@ import pytest
 
 from sluice.run_request import run_request
 from spark_jobs.runner import RunFailed, RunOptions, run_pipeline
-from tests.helpers import make_spec, tree_digest, write_lines
+from tests.helpers import (
+    delta_version,
+    files_under,
+    make_spec,
+    new_files_since,
+    own_temp_dir,
+    tree_digest,
+    write_lines,
+)
 
 SCHEMA = "id BIGINT, ts TIMESTAMP, amount DOUBLE"
 
@@ -109,7 +117,7 @@ def test_backfill_quarantines_bad_and_out_of_slice_records_once_per_slice(spark,
     assert [r[0] for r in rows(spark, spec, lake)] == [1, 3, 4, 5]
 
 
-def test_backfill_refusals_change_nothing(spark, lake):
+def test_backfill_refusals_change_nothing(spark, lake, monkeypatch, tmp_path):
     spec = make_spec(daily_spec())
     with pytest.raises(RunFailed, match=r"refused: daily has no table yet .*Run it in mode incremental first"):
         run(spark, spec, lake, backfill=("2026-11-01", "2026-11-01"))
@@ -133,10 +141,11 @@ def test_backfill_refusals_change_nothing(spark, lake):
                                         r"committed"):
         run(spark, spec, lake, backfill=("2026-11-01", "2026-11-01"))
     (offsets / "1").unlink()
+    roots = [lake.lake_root, lake.checkpoint_root, own_temp_dir(monkeypatch, tmp_path)]
+    files_before = files_under(roots)
     assert run(spark, spec, lake, dry_run=True, backfill=("2026-11-01", "2026-11-01"))["output_rows"] == 1
-    from spark_jobs.delta_table import current_version
-
-    assert current_version(spark, spec.sink_path(lake)) == version  # the dry run wrote a scratch clone
+    assert delta_version(spec.sink_path(lake)) == version  # the dry run wrote a scratch clone
+    assert new_files_since(roots, files_before) == []  # and removed it: nothing left anywhere
 
 
 def test_a_backfill_of_a_spec_that_changes_the_table_schema_waits_for_an_incremental_run(spark, lake):

@@ -12,9 +12,14 @@ from pathlib import Path
 import pytest
 
 from spark_jobs import batch_writer, runner
-from spark_jobs.delta_table import current_version
 from spark_jobs.runner import RunFailed, RunOptions, run_pipeline
-from tests.helpers import make_spec, orders_spec, write_lines, write_orders
+from tests.helpers import (
+    delta_version,
+    make_spec,
+    orders_spec,
+    write_lines,
+    write_orders,
+)
 
 
 def run(spark, spec, lake, **options) -> dict:
@@ -127,7 +132,7 @@ def test_a_crash_between_the_quarantine_and_the_sink_commit_writes_each_quaranti
     assert table(spark, spec, lake).count() == 0
     assert sorted(r.raw for r in quarantine(spark, spec, lake).collect()) == sorted([TRUNCATED, WRONG_TYPE,
                                                                                      NOT_AN_OBJECT])
-    quarantine_version = current_version(spark, spec.quarantine_table_path(lake))
+    quarantine_version = delta_version(spec.quarantine_table_path(lake))
 
     rerun = run(spark, spec, lake, run_id="rerun")
 
@@ -138,7 +143,7 @@ def test_a_crash_between_the_quarantine_and_the_sink_commit_writes_each_quaranti
     assert sorted(r.id for r in table(spark, spec, lake).collect()) == [*range(12), 14, 15, 16]
     bad = sorted((r.raw, r.batch_id, r.run_id) for r in quarantine(spark, spec, lake).collect())
     assert bad == sorted([(TRUNCATED, 0, "t"), (WRONG_TYPE, 0, "t"), (NOT_AN_OBJECT, 0, "t")])
-    assert current_version(spark, spec.quarantine_table_path(lake)) == quarantine_version
+    assert delta_version(spec.quarantine_table_path(lake)) == quarantine_version
     # the ledger counts them once: the failed run reported no batch, the rerun reports the batch's 3
     assert (failed["batches"], failed["quarantined_rows"]) == (0, 0)
     assert (rerun["output_rows"], rerun["quarantined_rows"]) == (15, 3)
@@ -161,13 +166,13 @@ def test_a_crash_between_the_sink_commit_and_the_quarantine_rows_of_a_one_pass_b
     assert sorted(r.id for r in table(spark, spec, lake).collect()) == [*range(12), 14, 15, 16]
     assert not Path(spec.quarantine_table_path(lake)).exists()
     assert batch_writer.quarantine_pending(spark, str(checkpoint)) == 0  # the marker names the batch
-    sink_version = current_version(spark, spec.sink_path(lake))
+    sink_version = delta_version(spec.sink_path(lake))
 
     rerun = run(spark, spec, lake, run_id="rerun")
 
     # the batch is read again for its quarantine rows (not skipped as done); Delta skips its sink write
     assert rerun["skipped_batches"] == [0] and rerun["micro_batches"][0]["replay_of_version"] == sink_version
-    assert current_version(spark, spec.sink_path(lake)) == sink_version
+    assert delta_version(spec.sink_path(lake)) == sink_version
     assert sorted(r.id for r in table(spark, spec, lake).collect()) == [*range(12), 14, 15, 16]
     bad = sorted((r.raw, r.batch_id, r.run_id) for r in quarantine(spark, spec, lake).collect())
     assert bad == sorted([(TRUNCATED, 0, "rerun"), (WRONG_TYPE, 0, "rerun"), (NOT_AN_OBJECT, 0, "rerun")])

@@ -17,7 +17,13 @@ import pytest
 from sluice.lock import PipelineBusy, driver_lock
 from spark_jobs.guards import CHECKPOINT_PROPERTY, PIPELINE_PROPERTY, checkpoint_id
 from spark_jobs.runner import RunFailed, RunOptions, run_pipeline
-from tests.helpers import make_spec, orders_spec, write_lines, write_orders
+from tests.helpers import (
+    delta_version,
+    make_spec,
+    orders_spec,
+    write_lines,
+    write_orders,
+)
 
 CDC_SCHEMA = "id BIGINT, version BIGINT, status STRING, op STRING"
 
@@ -109,6 +115,7 @@ def test_a_replayed_merge_batch_is_skipped_by_its_delta_transaction_id(spark, la
     assert replay["skipped_batches"] == [1]
     assert replay["micro_batches"][0]["replay_of_version"] == version
     assert replay["delta_version_after"] == version + 1  # only the hand-made UPDATE: no new MERGE commit
+    assert delta_version(spec.sink_path(lake)) == version + 1  # as delta-rs reads the table
     assert rows(spark, spec, lake) == [(1, 2, "x", "U"), (2, 1, "new", "I"), (3, 1, "by hand", "I")]
     assert (checkpoint / "commits" / "1").is_file()
 

@@ -10,7 +10,14 @@ import pytest
 
 from sluice.kafka_broker import restart_broker, start_broker, stop_broker
 from spark_jobs.runner import RunFailed, RunOptions, run_pipeline
-from tests.helpers import end_offsets, kafka_spec, make_spec, new_topic, produce
+from tests.helpers import (
+    delta_version,
+    end_offsets,
+    kafka_spec,
+    make_spec,
+    new_topic,
+    produce,
+)
 
 
 def run(spark, spec, lake, **options):
@@ -42,6 +49,7 @@ def test_runs_ingest_exactly_the_new_records_with_per_partition_offsets(spark, l
     second = run(spark, spec, lake)
     assert (second["batches"], second["input_rows"]) == (0, 0)
     assert second["delta_version_before"] == second["delta_version_after"] == 1
+    assert delta_version(spec.sink_path(lake)) == 1  # no new Delta commit, as delta-rs reads the table
 
     produce(bootstrap, topic, range(30, 42))
     third = run(spark, spec, lake)
@@ -82,6 +90,7 @@ def test_batch_replayed_after_crash_between_commits_adds_no_duplicates(spark, la
 
     assert replay["skipped_batches"] == [1]
     assert replay["delta_version_before"] == replay["delta_version_after"] == 2
+    assert delta_version(spec.sink_path(lake)) == 2
     assert ids(spark, spec, lake) == list(range(25))
 
 

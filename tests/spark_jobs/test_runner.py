@@ -4,20 +4,25 @@ from __future__ import annotations
 
 import json
 import re
-import tempfile
-import time
 from pathlib import Path
 
 import pytest
 from pyspark.testing import assertDataFrameEqual
 
+from sluice.readiness import wait_until
 from sluice.spec import PipelineSpec
-from spark_jobs.runner import DRY_RUN_PREFIX, RunFailed, RunOptions, run_pipeline
-from tests.helpers import make_spec, orders_spec, tree_digest, write_lines, write_orders
-
-
-def scratch_folders(pipeline: str) -> list[Path]:
-    return list(Path(tempfile.gettempdir()).glob(f"{DRY_RUN_PREFIX}{pipeline}-*"))
+from spark_jobs.runner import RunFailed, RunOptions, run_pipeline
+from tests.helpers import (
+    delta_version,
+    files_under,
+    make_spec,
+    new_files_since,
+    orders_spec,
+    own_temp_dir,
+    tree_digest,
+    write_lines,
+    write_orders,
+)
 
 
 def run(spark, spec: PipelineSpec, lake, trigger=None, dry_run=False) -> dict:
@@ -51,6 +56,7 @@ def test_runs_ingest_exactly_the_new_files(spark, lake, trigger):
     second = run(spark, spec, lake)
     assert (second["batches"], second["input_rows"], second["output_rows"]) == (0, 0, 0)
     assert second["delta_version_before"] == second["delta_version_after"] == 1  # no new Delta version
+    assert delta_version(spec.sink_path(lake)) == 1  # as delta-rs reads the table
 
     write_orders(landing, "c.json", range(50, 57))
     third = run(spark, spec, lake)
@@ -120,11 +126,13 @@ def test_batch_replayed_after_crash_between_delta_and_checkpoint_commit_is_skipp
     assert replay["input_rows"] == 0  # the sink skipped the batch without even reading its files
     assert replay["output_rows"] == 0
     assert replay["delta_version_before"] == replay["delta_version_after"] == 2
+    assert delta_version(spec.sink_path(lake)) == 2
     assert ids(spark, spec, lake) == list(range(25))
     assert (checkpoint / "commits" / "1").is_file()  # the checkpoint caught up
 
 
-def test_dry_run_leaves_checkpoint_and_table_untouched_and_predicts_the_next_run(spark, lake):
+def test_dry_run_leaves_checkpoint_and_table_untouched_and_predicts_the_next_run(spark, lake, monkeypatch,
+                                                                                  tmp_path):
     spec = make_spec(orders_spec())
     landing = lake.lake_root / "landing" / "orders"
     write_orders(landing, "a.json", range(0, 10))
@@ -133,7 +141,8 @@ def test_dry_run_leaves_checkpoint_and_table_untouched_and_predicts_the_next_run
     write_orders(landing, "c.json", range(22, 25))
     checkpoint = Path(spec.checkpoint_path(lake))
     before = tree_digest(checkpoint)
-    scratch_before = scratch_folders("orders")
+    roots = [lake.lake_root, lake.checkpoint_root, own_temp_dir(monkeypatch, tmp_path)]
+    files_before = files_under(roots)
 
     dry = run(spark, spec, lake, dry_run=True)
 
@@ -142,24 +151,28 @@ def test_dry_run_leaves_checkpoint_and_table_untouched_and_predicts_the_next_run
     assert sorted(Path(f).name for f in dry["micro_batches"][0]["sources"][0]["files"]) == ["b.json", "c.json"]
     assert tree_digest(checkpoint) == before  # byte-identical
     assert dry["delta_version_before"] == dry["delta_version_after"] == 1
+    assert delta_version(spec.sink_path(lake)) == 1
     assert ids(spark, spec, lake) == list(range(10))
-    assert scratch_folders("orders") == scratch_before  # the checkpoint copy and scratch table are gone
+    # nothing left anywhere: the checkpoint copy and scratch table are gone, and nothing else was written
+    assert new_files_since(roots, files_before) == []
 
     real = run(spark, spec, lake)
     assert real["input_rows"] == dry["input_rows"]
     assert ids(spark, spec, lake) == list(range(25))
 
 
-def test_dry_run_of_a_pipeline_that_never_ran_creates_nothing(spark, lake):
+def test_dry_run_of_a_pipeline_that_never_ran_creates_nothing(spark, lake, monkeypatch, tmp_path):
     spec = make_spec(orders_spec())
     write_orders(lake.lake_root / "landing" / "orders", "a.json", range(4))
-    scratch_before = scratch_folders("orders")
+    roots = [lake.lake_root, lake.checkpoint_root, own_temp_dir(monkeypatch, tmp_path)]
+    files_before = files_under(roots)
     dry = run(spark, spec, lake, dry_run=True)
     assert dry["input_rows"] == 4
     assert dry["delta_version_after"] is None
+    assert delta_version(spec.sink_path(lake)) is None
     assert not Path(spec.checkpoint_path(lake)).exists()
     assert not Path(spec.sink_path(lake)).exists()
-    assert scratch_folders("orders") == scratch_before
+    assert new_files_since(roots, files_before) == []
 
 
 def test_csv_with_header_and_options(spark, lake):
@@ -248,11 +261,13 @@ def test_windowed_count_writes_each_window_once_after_the_watermark_passes(spark
 
     # each batch's progress is printed as it happens (the task log): rows, rate, phases, watermark, state
     printed = ""
-    for _ in range(50):  # listener events arrive asynchronously
+
+    def both_batches_printed() -> bool:  # listener events arrive asynchronously
+        nonlocal printed
         printed += capsys.readouterr().err
-        if "windowed batch 1:" in printed:
-            break
-        time.sleep(0.2)
+        return "windowed batch 1:" in printed
+
+    wait_until("the progress line of batch 1", both_batches_printed, 60, every=0.2, error=AssertionError)
     batch0 = re.search(r"\[sluice\] windowed batch 0: 5 rows in, \d+ rows/s, \d+ ms \((.*)\), watermark (\S+), "
                        r"state rows (\d+)", printed)
     assert batch0, printed

@@ -10,9 +10,8 @@ import json
 import pytest
 
 from spark_jobs import schema_evolution
-from spark_jobs.delta_table import current_version
 from spark_jobs.runner import RunFailed, RunOptions, run_pipeline
-from tests.helpers import make_spec, tree_digest, write_lines, write_spec
+from tests.helpers import delta_version, make_spec, tree_digest, write_lines, write_spec
 
 
 def run(spark, spec, lake, **options) -> dict:
@@ -60,7 +59,7 @@ def test_a_column_added_to_the_schema_is_added_and_gets_the_rescued_values(spark
 
     new = make_spec(pipeline("id BIGINT, coupon STRING, qty INT"))
     land(lake, "2.json", {"id": 5, "coupon": "B", "qty": 1})
-    before = current_version(spark, new.sink_path(lake))
+    before = delta_version(new.sink_path(lake))
     summary = run(spark, new, lake)
 
     assert summary["status"] == "succeeded" and summary["output_rows"] == 1
@@ -163,7 +162,7 @@ def test_a_narrowed_changed_removed_or_renamed_column_is_refused_before_anything
     new = make_spec(pipeline(schema))
     land(lake, "2.json", {"id": 2, "customer": "bob", "client": "bob", "amount": 3.5})
     checkpoint = tree_digest(lake.checkpoint_root / "coupons")
-    version = current_version(spark, new.sink_path(lake))
+    version = delta_version(new.sink_path(lake))
 
     for dry_run in (True, False):
         with pytest.raises(RunFailed, match=rf"^refused: the output of coupons does not fit its table .*: {problem}.* "
@@ -171,7 +170,7 @@ def test_a_narrowed_changed_removed_or_renamed_column_is_refused_before_anything
                                             r"instead; or run once with --reset-checkpoint \(Airflow: trigger with "
                                             r"mode=reset\).*; or point sink\.path at a new table\.$"):
             run(spark, new, lake, dry_run=dry_run)
-    assert current_version(spark, new.sink_path(lake)) == version
+    assert delta_version(new.sink_path(lake)) == version
     assert tree_digest(lake.checkpoint_root / "coupons") == checkpoint
 
     reset = run(spark, new, lake, reset=True)  # one of the options: the table rebuilt with the new schema
@@ -184,14 +183,14 @@ def test_a_dry_run_shows_the_change_and_leaves_the_table_as_it_was(spark, lake):
     run(spark, old, lake)
     new = make_spec(pipeline("id BIGINT, coupon STRING"))
     land(lake, "2.json", {"id": 2, "coupon": "B"})
-    version = current_version(spark, new.sink_path(lake))
+    version = delta_version(new.sink_path(lake))
 
     dry = run(spark, new, lake, dry_run=True)
 
     assert dry["schema_change"]["added_columns"] == [{"column": "coupon", "type": "STRING"}]
     assert dry["schema_change"]["applied"] is True and dry["promoted_rescued"] == {
         "coupon": {"rows": 1, "kept_in_rescued": 0}}
-    assert current_version(spark, new.sink_path(lake)) == version and "coupon" not in table(spark, new, lake).columns
+    assert delta_version(new.sink_path(lake)) == version and "coupon" not in table(spark, new, lake).columns
     real = run(spark, new, lake)
     assert (real["schema_change"], real["promoted_rescued"]) == (dry["schema_change"], dry["promoted_rescued"])
     assert rows(spark, new, lake) == [(1, None, "A"), (2, None, "B")]
@@ -273,7 +272,7 @@ def test_a_complete_sink_refuses_a_narrowed_column_and_a_widened_one_its_state_h
     land(lake, "1.json", {"customer": "ann", "qty": 1}, {"customer": "ann", "qty": 4})
     run(spark, old, lake)
     assert rows(spark, old, lake) == [("ann", 2, 4)]
-    version = current_version(spark, old.sink_path(lake))
+    version = delta_version(old.sink_path(lake))
 
     narrowed = make_spec(pipeline("customer STRING, qty SMALLINT", sink=complete, transform={"sql": COUNTS}))
     land(lake, "2.json", {"customer": "bob", "qty": 2})
@@ -286,7 +285,7 @@ def test_a_complete_sink_refuses_a_narrowed_column_and_a_widened_one_its_state_h
                                         r"stateful query .* Nothing was written\. Options: revert the type change; "
                                         r"or run once with --reset-checkpoint"):
         run(spark, widened, lake)
-    assert current_version(spark, old.sink_path(lake)) == version
+    assert delta_version(old.sink_path(lake)) == version
 
     more = COUNTS.replace("max(qty) AS top", "max(qty) AS top, min(qty) AS low")
     with pytest.raises(RunFailed, match=r"^refused: the spec of coupons changed in a way its checkpoint .* cannot "
