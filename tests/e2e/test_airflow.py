@@ -110,3 +110,28 @@ def test_failed_run_fails_the_task_with_the_spark_error(lake, airflow_db):
     assert "run of af_broken failed:" in output
     assert "nope" in output
     assert "DagRun Finished: dag_id=af_broken" in output and "state=failed" in output
+
+
+def test_airflow_retries_a_run_killed_mid_batch_and_the_retry_resumes_from_the_checkpoint(lake, spark, airflow_db,
+                                                                                           tmp_path, monkeypatch):
+    from collections import Counter
+
+    from bench.chaos import HALT_ENV, chaos_jar, chaos_spark_conf
+
+    # the first try's JVM halts (as kill -9) after batch 0's Delta commit, before the checkpoint records it
+    monkeypatch.setenv("SPARK_DIST_CLASSPATH", str(chaos_jar()))
+    monkeypatch.setenv(HALT_ENV, r"/checkpoints/af_retry/commits/0$")
+    monkeypatch.setenv("SLUICE_CHAOS_HALT_ONCE", str(tmp_path / "halted-once"))
+    write_spec(lake.pipelines_dir, orders_spec(name="af_retry", retries=1, retry_delay_seconds=0,
+                                               spark_conf=chaos_spark_conf()))
+    write_orders(lake.lake_root / "landing" / "orders", "a.json", range(0, 20))
+
+    done = sluice("airflow", "dags", "test", "af_retry")
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output[-4000:]
+    assert "sluice chaos: halting the JVM before writing" in output and (tmp_path / "halted-once").is_file()
+    summary = summary_of(output)  # the retry's: Airflow ran the task again by itself
+    assert summary["airflow"]["try_number"] == 2
+    assert summary["skipped_batches"] == [0]  # Delta had batch 0: the retry wrote nothing twice
+    table = spark.read.format("delta").load(summary["sink"])
+    assert Counter(r.id for r in table.collect()) == Counter(range(20))

@@ -24,6 +24,9 @@ import org.apache.hadoop.fs.Path;
  * SLUICE_CHAOS_HALT_BEFORE_DELETE does the same right before a file whose path matches is deleted (sluice's
  * quarantine marker is cleared that way, through Spark's CheckpointFileManager).
  *
+ * With SLUICE_CHAOS_HALT_ONCE set to a file's path it halts only while that file does not exist, and creates it
+ * first: a retried run (an Airflow retry) then goes through.
+ *
  * Enabled per run with spark.hadoop.fs.AbstractFileSystem.file.impl=dev.sluice.chaos.HaltingLocalFs and
  * this jar on spark.driver.extraClassPath. Without the variable it is the plain local file system (checksummed,
  * like Hadoop's own LocalFs).
@@ -31,6 +34,7 @@ import org.apache.hadoop.fs.Path;
 public class HaltingLocalFs extends DelegateToFileSystem {
     public static final String ENV = "SLUICE_CHAOS_HALT_BEFORE";
     public static final String DELETE_ENV = "SLUICE_CHAOS_HALT_BEFORE_DELETE";
+    public static final String ONCE_ENV = "SLUICE_CHAOS_HALT_ONCE";
     public static final int EXIT_CODE = 137; // what a shell reports for a process killed by SIGKILL
     private static final Pattern HALT = compile(System.getenv(ENV));
     private static final Pattern HALT_DELETE = compile(System.getenv(DELETE_ENV));
@@ -53,10 +57,23 @@ public class HaltingLocalFs extends DelegateToFileSystem {
     }
 
     private static void haltIf(Pattern pattern, Path path, String what) {
-        if (pattern != null && pattern.matcher(path.toUri().getPath()).find()) {
+        if (pattern != null && pattern.matcher(path.toUri().getPath()).find() && firstTime()) {
             System.err.println("sluice chaos: halting the JVM before " + what + " " + path);
             System.err.flush();
             Runtime.getRuntime().halt(EXIT_CODE);
+        }
+    }
+
+    private static boolean firstTime() {
+        String flag = System.getenv(ONCE_ENV);
+        if (flag == null || flag.isEmpty()) {
+            return true;
+        }
+        try {
+            java.nio.file.Files.createFile(java.nio.file.Paths.get(flag));
+            return true;
+        } catch (IOException alreadyHalted) {
+            return false;
         }
     }
 

@@ -1,0 +1,136 @@
+"""README promises through the real CLI (and Airflow): `sluice show`, `sluice maintain --dry-run / --wait`, the
+maintenance task under `airflow tasks test`, relative reference tables from any folder, and `sluice run`
+without Airflow when the Spark connection is in the environment."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+
+from sluice.lock import launcher_lock
+from tests.e2e.conftest import BIN, last_json_line, sluice
+from tests.helpers import (
+    orders_spec,
+    tree_digest,
+    write_lines,
+    write_orders,
+    write_spec,
+)
+
+PROJECT = BIN.parent.parent
+
+
+def two_runs(lake) -> None:
+    landing = lake.lake_root / "landing" / "orders"
+    write_orders(landing, "a.json", range(0, 3))
+    write_lines(landing / "bad.json", ['{"id": 77, "amount": "lots"}'])
+    assert sluice("run", "orders").returncode == 0
+    write_orders(landing, "b.json", range(3, 5))
+    assert sluice("run", "orders").returncode == 0
+
+
+def test_sluice_show_prints_which_batch_wrote_which_version_the_rows_and_the_quarantine(lake):
+    write_spec(lake.pipelines_dir, orders_spec())
+    two_runs(lake)
+
+    shown = sluice("show", "orders")
+    assert shown.returncode == 0, shown.stderr[-3000:]
+    out = shown.stdout
+    assert f"== orders: Delta table {lake.lake_root / 'bronze' / 'orders'} (5 rows)" in out
+    versions = {}
+    for line in out.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 6 and cells[0].isdigit():  # version | timestamp | operation | mode | batch | rows_written
+            versions[int(cells[0])] = (cells[2], cells[4], cells[5])
+    assert versions[1] == ("WRITE", "0", "3") and versions[2] == ("WRITE", "1", "2")
+    assert versions[0][0].startswith("CREATE")
+    rows = [line for line in out.splitlines() if line.startswith("|") and "c" in line and "2026-11-0" in line]
+    assert len(rows) == 5
+    quarantine = lake.lake_root / "_quarantine" / "orders"
+    assert f"== orders: quarantine {quarantine} (1 rows:" in out
+    assert '{"id": 77, "amount": "lots"}' in out
+
+
+def test_sluice_maintain_dry_run_changes_nothing_and_wait_waits_for_the_running_run(lake):
+    from deltalake import DeltaTable
+
+    write_spec(lake.pipelines_dir, orders_spec())
+    two_runs(lake)
+    table = lake.lake_root / "bronze" / "orders"
+    before, version = tree_digest(table), DeltaTable(str(table)).version()
+
+    dry = sluice("maintain", "orders", "--dry-run")
+    assert dry.returncode == 0, dry.stderr[-3000:]
+    summary = last_json_line(dry.stdout)
+    assert {"files_compacted", "files_written", "files_removed", "bytes_removed", "tables", "checkpoint_size"} <= set(summary)
+    assert (summary["status"], summary["dry_run"]) == ("succeeded", True)
+    assert tree_digest(table) == before and DeltaTable(str(table)).version() == version
+
+    holder = launcher_lock(lake.checkpoint_root, "orders", {"run_id": "held_by_the_test"}).acquire()
+    try:
+        refused = sluice("maintain", "orders", "--wait", "0")  # refused at once, naming the holder
+        assert refused.returncode == 1
+        assert "pipeline orders is already running" in refused.stderr and "held_by_the_test" in refused.stderr
+        waiting = subprocess.Popen([str(BIN / "sluice"), "maintain", "orders", "--wait", "300"], text=True,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(os.environ),
+                                   stdin=subprocess.DEVNULL)
+        time.sleep(5)
+        assert waiting.poll() is None  # it cannot have run: the lock is held
+    finally:
+        holder.release()
+    out, err = waiting.communicate(timeout=600)
+    assert waiting.returncode == 0, err[-3000:]
+    assert last_json_line(out)["status"] == "succeeded"
+    assert DeltaTable(str(table)).version() > version  # OPTIMIZE compacted the runs' small files
+
+
+def test_the_maintenance_task_under_airflow_tasks_test_is_a_dry_run(lake, airflow_db):
+    from deltalake import DeltaTable
+
+    write_spec(lake.pipelines_dir, orders_spec())
+    two_runs(lake)
+    table = lake.lake_root / "bronze" / "orders"
+    before, version = tree_digest(table), DeltaTable(str(table)).version()
+    task = sluice("airflow", "tasks", "test", "sluice_maintenance", "maintain_orders", "2026-11-25")
+    output = task.stdout + task.stderr
+    assert task.returncode == 0, output[-4000:]
+    assert '"dry_run": true' in output
+    assert tree_digest(table) == before and DeltaTable(str(table)).version() == version
+
+
+def test_relative_reference_tables_resolve_from_the_project_folder_whatever_the_working_directory(lake, tmp_path):
+    spec = orders_spec(transform={
+        "tables": {"regions": {"format": "csv", "path": "include/reference/customer_regions.csv",
+                               "schema": "customer STRING, region STRING", "options": {"header": True}}},
+        "sql": "SELECT o.id, r.region FROM source o LEFT JOIN regions r ON o.customer = r.customer",
+    })
+    write_spec(lake.pipelines_dir, spec)
+    write_lines(lake.lake_root / "landing" / "orders" / "a.json",
+                ['{"id": 1, "customer": "c001"}', '{"id": 2, "customer": "c004"}'])
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    done = subprocess.run([str(BIN / "sluice"), "run", "orders"], cwd=elsewhere, capture_output=True, text=True,
+                          env=dict(os.environ), stdin=subprocess.DEVNULL, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert last_json_line(done.stdout)["output_rows"] == 2
+    from deltalake import DeltaTable
+
+    rows = DeltaTable(str(lake.lake_root / "bronze" / "orders")).to_pyarrow_table().to_pylist()
+    assert sorted((r["id"], r["region"]) for r in rows) == [(1, "south"), (2, "north")]
+
+
+def test_sluice_run_does_not_import_airflow_when_the_spark_connection_is_in_the_environment(lake):
+    write_spec(lake.pipelines_dir, orders_spec())
+    write_orders(lake.lake_root / "landing" / "orders", "a.json", range(0, 4))
+    script = ("import json, sys\nfrom sluice.cli import main\ncode = main(['run', 'orders'])\n"
+              "print(json.dumps({'code': code, 'airflow': sorted(m for m in sys.modules if m.split('.')[0] == "
+              "'airflow')}))\n")
+    done = subprocess.run([str(BIN / "python"), "-c", script], capture_output=True, text=True, cwd=PROJECT,
+                          env=dict(os.environ), stdin=subprocess.DEVNULL, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result == {"code": 0, "airflow": []}
+    summary = json.loads(done.stdout.strip().splitlines()[-2])
+    assert summary["output_rows"] == 4
