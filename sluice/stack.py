@@ -242,7 +242,8 @@ class Stack:
 
     def _worker_registered(self) -> bool:
         # the master's UI answers before it is whole: an empty or half-written body is "not yet" (http_json)
-        master = http_json(f"http://127.0.0.1:{self.ports.spark_master_ui}/json/")
+        # and its Jetty answers 404 until the page's handlers are attached (seen on a busy machine)
+        master = http_json(f"http://127.0.0.1:{self.ports.spark_master_ui}/json/", not_yet_codes=(404,))
         workers = master.get("workers") if isinstance(master, dict) else None
         return any(isinstance(w, dict) and w.get("state") == "ALIVE" for w in workers or [])
 

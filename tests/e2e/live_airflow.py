@@ -7,6 +7,7 @@ import json
 import os
 import signal
 import subprocess
+import time
 import urllib.error
 import urllib.request
 from contextlib import contextmanager
@@ -87,13 +88,20 @@ class Api:
         return http_json(_request(self.base + path, "GET", token=self.token), timeout=60,
                          not_yet_codes=not_yet_codes)
 
-    def _call(self, method: str, path: str, body: dict | None = None) -> dict:
-        request = _request(self.base + path, method, body, getattr(self, "token", None))
-        try:
-            with urllib.request.urlopen(request, timeout=60) as response:
-                return json.loads(response.read() or b"{}")
-        except urllib.error.HTTPError as err:
-            raise AssertionError(f"{method} {path}: HTTP {err.code}: {err.read()[:2000]!r}") from None
+    def _call(self, method: str, path: str, body: dict | None = None, busy_for: float = 180) -> dict:
+        """One call; a 503 is the server saying "not now" (on SQLite: "Database is locked", nothing was done),
+        so it is asked again for up to ``busy_for`` seconds before the test fails."""
+        deadline = time.monotonic() + busy_for
+        while True:
+            request = _request(self.base + path, method, body, getattr(self, "token", None))
+            try:
+                with urllib.request.urlopen(request, timeout=60) as response:
+                    return json.loads(response.read() or b"{}")
+            except urllib.error.HTTPError as err:
+                text = err.read()[:2000]
+                if err.code != 503 or time.monotonic() > deadline:
+                    raise AssertionError(f"{method} {path}: HTTP {err.code}: {text!r}") from None
+            time.sleep(2)
 
     def get(self, path: str) -> dict:
         return self._call("GET", path)
