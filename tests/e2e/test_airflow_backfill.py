@@ -87,7 +87,7 @@ def test_airflow_backfill_create_rebuilds_each_day_of_the_range(lake, spark, sta
             "reprocess_behavior": "completed", "max_active_runs": 10, "run_backwards": False, "dag_run_conf": {}}
     planned = api.post("/api/v2/backfills/dry_run", body)
     assert sorted(r["logical_date"][:10] for r in planned["backfills"]) == ["2026-11-02", "2026-11-03"], planned
-    backfill_id = api.post("/api/v2/backfills", body)["id"]
+    backfill_id = api.create_backfill(body)
     wait_for("the UI's backfill to complete",
              lambda: (api.poll(f"/api/v2/backfills/{backfill_id}") or {}).get("completed_at"), 600, log)
     table = spark.read.format("delta").load(str(lake.lake_root / "af_days"))
