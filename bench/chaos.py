@@ -305,7 +305,6 @@ class Harness:
             # class archive, sluice.jvm_archive, only applies to a class path that starts as it did at set-up)
             "SPARK_DIST_CLASSPATH": str(chaos_jar()),
         }
-        self.env.pop(HALT_ENV, None)
         (work / "pipelines").mkdir(parents=True, exist_ok=True)
         self.broker = None
         if "kafka" in kinds and bootstrap is None:

@@ -230,7 +230,10 @@ def _run_query(spark, spec, settings, options, summary, table, checkpoint, scrat
         target = Target(table=target_table, quarantine=quarantine, app_id=txn_app_id(spec.name, cp_id),
                         run_id=options.run_id, checkpoint=target_checkpoint, evolve_schema=evolve,
                         widen_types=bool(change and change.widened))
-        reingest = _check_overwrites(spark, spec, settings, summary, target)
+        # a batch planned but not marked done in the checkpoint, whose transaction the table already has
+        # (a crash between the two commits): skip it without reading its input
+        committed = _committed_replay(spark, target_checkpoint, target_table, target.app_id)
+        reingest = _check_overwrites(spec, settings, summary, target, committed)
         phases["prepare"], mark = round(time.monotonic() - mark, 3), time.monotonic()
         if stateful and spec.parses_records():
             # an aggregation's output rows are not input records: a companion query, with its own checkpoint
@@ -244,9 +247,6 @@ def _run_query(spark, spec, settings, options, summary, table, checkpoint, scrat
             )
             bad_query.awaitTermination()
             summary["bad_records_query"] = {"batches": len(companion.stats), **_totals(companion.stats.values())}
-        # a batch planned but not marked done in the checkpoint, whose transaction the table already has
-        # (a crash between the two commits): skip it without reading its input
-        committed = _committed_replay(spark, target_checkpoint, target_table, target.app_id)
         writer = BatchWriter(spec, target, transform=not stateful, skip_batches=committed)
         query = start_write(
             query_df, batch_function=writer, checkpoint=target_checkpoint, trigger=options.trigger,
@@ -292,10 +292,12 @@ def _run_query(spark, spec, settings, options, summary, table, checkpoint, scrat
         summary[key] += value
 
 
-def _check_overwrites(spark: SparkSession, spec: PipelineSpec, settings: Settings, summary: dict[str, Any], target: Target) -> bool:
+def _check_overwrites(spec: PipelineSpec, settings: Settings, summary: dict[str, Any], target: Target,
+                      committed: set[int]) -> bool:
     """Report the landing files rewritten since they were ingested (``overwritten_files``); with
     ``on_overwrite: fail`` refuse the run, with ``reingest`` copy each new version for the companion query.
-    Returns whether the companion query has copies to ingest (:mod:`spark_jobs.overwrites`)."""
+    ``committed``: the pending batch when the table already has it (:func:`_committed_replay`). Returns
+    whether the companion query has copies to ingest (:mod:`spark_jobs.overwrites`)."""
     if not isinstance(spec.source, FileSource):
         return False
     action, checkpoint = spec.source.on_overwrite, target.checkpoint
@@ -303,8 +305,7 @@ def _check_overwrites(spark: SparkSession, spec: PipelineSpec, settings: Setting
     # a batch planned but not written (a crash before its Delta commit) is read again by this run, as its files
     # are now: a file of it rewritten since is not an overwrite (its new content is what the replay writes)
     pending = guards.pending_batch(checkpoint)
-    rereading = pending if pending is not None and pending not in _committed_replay(
-        spark, checkpoint, target.table, target.app_id) else None
+    rereading = pending if pending is not None and pending not in committed else None
     rewritten = overwrites.find_rewritten(source_root, checkpoint, rereading=rereading)
     summary["overwritten_files"] = overwrites.report(rewritten, action)
     if rewritten and action == "fail":
