@@ -82,6 +82,12 @@ def arrow_schema():
         # landing files rewritten after they were ingested (source.on_overwrite): how many, the first few
         ("overwritten_files", pa.int64()),
         ("overwritten_paths", pa.list_(pa.string())),
+        # a Delta source following its upstream table's changes (spark_jobs.upstream): rebuild, reset or
+        # promotion; the upstream version the slices were rebuilt from; the slices; the whole report (JSON)
+        ("upstream_action", pa.string()),
+        ("upstream_version", pa.int64()),
+        ("rebuilt_slices", pa.list_(pa.string())),
+        ("upstream_changes", pa.string()),
         ("micro_batches", pa.list_(batch)),
         ("summary", pa.string()),
     ])
@@ -96,6 +102,7 @@ def ledger_row(summary: dict[str, Any]) -> dict[str, Any]:
     batches = summary.get("micro_batches") or []
     started = datetime.fromisoformat(summary["started_at"])
     ended = datetime.fromisoformat(summary["ended_at"]) if summary.get("ended_at") else None
+    follow = summary.get("upstream_changes") or {}
     return {
         "pipeline": summary["pipeline"],
         "run_id": summary["run_id"],
@@ -127,6 +134,10 @@ def ledger_row(summary: dict[str, Any]) -> dict[str, Any]:
         "maintenance": json.dumps({k: summary.get(k) for k in MAINTENANCE_KEYS}) if summary.get("mode") == "maintenance" else None,
         "overwritten_files": (summary.get("overwritten_files") or {}).get("count"),
         "overwritten_paths": (summary.get("overwritten_files") or {}).get("paths"),
+        "upstream_action": follow.get("action"),
+        "upstream_version": follow.get("through_version"),
+        "rebuilt_slices": [r["slice"] for r in follow.get("rebuilds") or [] if r.get("written")] if follow else None,
+        "upstream_changes": json.dumps(follow) if follow else None,
         "micro_batches": [
             {
                 "batch_id": b["batch_id"],

@@ -196,8 +196,9 @@ class DeltaSource(_Model):
     max_files_per_trigger: Annotated[int, Field(gt=0)] | None = None
     """Rate limit: at most this many of the table's files per micro-batch."""
     skip_change_commits: bool = False
-    """A commit that changes or deletes rows upstream (MERGE, a backfill, DELETE) fails the run by default
-    (its changes cannot flow down as new rows). ``true`` skips such commits: only appends flow down."""
+    """A commit that changes or deletes rows upstream (a backfill, MERGE, DELETE, a reset) is followed by
+    default: the slice it names is rebuilt here, or this table is rebuilt whole (:mod:`spark_jobs.upstream`).
+    ``true`` skips such commits: only appends flow down."""
     options: dict[str, OptionValue] = Field(default_factory=dict)
     """Passed to Delta's streaming source (``startingVersion``, ``maxBytesPerTrigger``, ...)."""
 
@@ -558,8 +559,12 @@ class PipelineSpec(_Model):
                 "Remove backfill, or use sink.mode append or merge"
             )
         if isinstance(self.source, DeltaSource):
-            raise ValueError("backfill: not for delta sources yet; backfill the upstream pipeline, and reset this one "
-                             "(mode reset) to rebuild it from the upstream table")
+            if backfill.path is not None:
+                raise ValueError(
+                    "backfill.path: a delta source has no folders; a slice is the upstream table's rows whose "
+                    f"{backfill.column} falls in it (the upstream table needs that column). Remove backfill.path"
+                )
+            return self
         if isinstance(self.source, KafkaSource) and backfill.path is not None:
             raise ValueError("backfill.path: a Kafka source has no folders; a slice is the records whose "
                              "timestamp falls in it. Remove backfill.path")

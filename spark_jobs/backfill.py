@@ -24,7 +24,7 @@ import json
 import time
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 from urllib.parse import unquote, urlparse
 
 from pyspark.sql import DataFrame, SparkSession
@@ -32,7 +32,7 @@ from pyspark.sql.types import DateType, StringType, TimestampNTZType, TimestampT
 
 from sluice.run_request import BackfillSlice
 from sluice.settings import Settings
-from sluice.spec import KafkaSource, PipelineSpec
+from sluice.spec import DeltaSource, FileSource, KafkaSource, PipelineSpec
 from spark_jobs import guards
 
 BACKFILL_LABEL_COLUMN = "backfill"
@@ -129,13 +129,14 @@ def _local(path: str) -> str:
     return str(Path(path).resolve()) if "://" not in path else path
 
 
-def slice_predicate(spark: SparkSession, table: str, column: str, slice_: BackfillSlice) -> str:
+def slice_predicate(spark: SparkSession, table: str, column: str, slice_: BackfillSlice, *,
+                    what: str = "the sink table") -> str:
     """The replaceWhere predicate for the slice over the sink's column, by the column's type."""
     fields = {f.name.lower(): f for f in spark.read.format("delta").load(table).schema.fields}
     field = fields.get(column.lower())
     if field is None:
         raise BackfillRefused(
-            f"backfill.column: the sink table {table} has no column {column!r} (it has: "
+            f"backfill.column: {what} {table} has no column {column!r} (it has: "
             f"{', '.join(f.name for f in fields.values())}); name the column that holds the date of a row"
         )
     quoted = "`" + field.name.replace("`", "``") + "`"
@@ -168,6 +169,8 @@ def read_slice(spark: SparkSession, spec: PipelineSpec, settings: Settings, chec
     stream's; ``info`` gets what was read (files, or offsets)."""
     from spark_jobs.source import read_source
 
+    if isinstance(spec.source, DeltaSource):
+        return delta_slice(spark, spec.source_path(settings), checkpoint, spec.backfill.column, slice_, info)
     if isinstance(spec.source, KafkaSource):
         from spark_jobs.kafka_source import read_kafka_slice
 
@@ -188,6 +191,91 @@ def read_slice(spark: SparkSession, spec: PipelineSpec, settings: Settings, chec
     return read_source(spark, spec, settings, files=files)
 
 
+def delta_slice(spark: SparkSession, upstream: str, checkpoint: str, column: str, slice_: BackfillSlice,
+                info: dict[str, Any], *, version: int | None = None, predicate: str | None = None) -> DataFrame:
+    """A Delta source's slice: the upstream table's rows of the slice as of the version this pipeline's
+    stream has consumed through (``version``; read from the checkpoint when not given), by ``predicate``
+    (the upstream commit's own) or else by the upstream table's column of the same name."""
+    from spark_jobs.upstream import consumed_through
+
+    if version is None:
+        version = consumed_through(checkpoint)
+        if version is None:
+            raise BackfillRefused(
+                f"the checkpoint {checkpoint} does not say which version of the upstream table {upstream} its "
+                "stream has read through (its last run did not finish its catch-up): run it in mode incremental "
+                "first, then backfill."
+            )
+    if predicate is None:
+        predicate = slice_predicate(spark, upstream, column, slice_, what="the upstream table")
+    info["upstream"] = {"table": upstream, "version": version, "predicate": predicate}
+    return spark.read.format("delta").option("versionAsOf", version).load(upstream).where(predicate)
+
+
+def sql_literal(value: Any) -> str:
+    """A value of a slice column (date, timestamp, text) as a Spark SQL literal."""
+    if isinstance(value, datetime):
+        return f"TIMESTAMP'{_ts(value)}'"
+    if hasattr(value, "isoformat"):
+        return f"DATE'{value.isoformat()}'"
+    return "'" + str(value).replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def write_slice(spark: SparkSession, spec: PipelineSpec, df: DataFrame, *, table: str, quarantine: str,
+                run_id: str, slice_: BackfillSlice, column: str, predicate: str, files: list[str] | None = None,
+                metadata: dict[str, Any] | None = None, clip: bool = False, values: list[str] | None = None,
+                on_deferred: Callable[[list[str]], None] | None = None) -> tuple[Any, list[str]]:
+    """Replace the rows of ``table`` matching ``predicate`` (the slice) with what ``df`` gives through the
+    spec's transform, bad-record handling and expectations, in one commit whose metadata names the slice.
+
+    ``clip`` (an aggregation in append mode, which writes each window once, when the watermark passes it):
+    only the values of ``column`` the table already holds are replaced -- a window the stream has not
+    written yet would be written twice; the others are returned (as SQL literals), to rebuild once the
+    stream has written them. ``values``: limit the rebuild to these values (such a deferred rest).
+    ``on_deferred`` gets those before the commit. Returns the writer (its ``stats``) and the values deferred."""
+    from pyspark.sql import functions as F
+
+    from spark_jobs.batch_writer import BatchWriter, Target
+    from spark_jobs.transform import apply_transform
+    from spark_jobs.upstream import SLICE_KEY, slice_metadata
+
+    quoted = "`" + column.replace("`", "``") + "`"
+    deferred: list[str] = []
+    transform = True
+    if values is not None:
+        predicate = f"({predicate}) AND {quoted} IN ({', '.join(values)})" if values else "FALSE"
+    if clip or values is not None:
+        out = apply_transform(df, spec.transform)
+        if "_metadata" in out.columns:
+            out = out.drop("_metadata")
+        transform = False
+        if values is not None:
+            out = out.where(F.expr(predicate))
+        if clip:
+            out = out.persist()
+            held = {sql_literal(r[0]) for r in spark.read.format("delta").load(table).where(predicate)
+                    .select(column).distinct().collect() if r[0] is not None}
+            made = {sql_literal(r[0]) for r in out.select(column).distinct().collect() if r[0] is not None}
+            deferred = sorted(made - held)
+            if deferred:
+                predicate = f"({predicate}) AND {quoted} IN ({', '.join(sorted(held))})" if held else "FALSE"
+                out = out.where(F.expr(predicate)) if held else out.limit(0)
+        df = out
+    if on_deferred is not None:
+        on_deferred(deferred)
+    meta = {SLICE_KEY: slice_metadata(column, slice_, predicate), **(metadata or {})}
+    writer = BatchWriter(spec, Target(table=table, quarantine=quarantine, app_id=None, run_id=run_id,
+                                      checkpoint=None, replace_where=predicate, backfill=slice_.label, files=files,
+                                      commit_metadata=meta), transform=transform)
+    try:
+        if predicate != "FALSE":
+            writer(df, 0)
+    finally:
+        if clip:
+            df.unpersist()
+    return writer, deferred
+
+
 # --- the run --------------------------------------------------------------------------------------------
 
 def run_backfill(spark: SparkSession, spec: PipelineSpec, settings: Settings, options, summary: dict[str, Any],
@@ -195,9 +283,9 @@ def run_backfill(spark: SparkSession, spec: PipelineSpec, settings: Settings, op
     """Rebuild the slice ``options.backfill`` of the sink; fill ``summary``. Refusals raise
     :class:`BackfillRefused`; other failures become ``summary["error"]``. A dry run replaces the slice in
     a shallow clone of the table, in ``scratch``."""
-    from spark_jobs.batch_writer import BatchWriter, Target
     from spark_jobs.delta_table import current_version
     from spark_jobs.runner import describe_error
+    from spark_jobs.upstream import aggregates
 
     slice_ = options.backfill
     info: dict[str, Any] = {"column": spec.backfill.column, "slice": slice_.label, "from": slice_.start.isoformat(),
@@ -227,13 +315,16 @@ def run_backfill(spark: SparkSession, spec: PipelineSpec, settings: Settings, op
         df = read_slice(spark, spec, settings, checkpoint, last, slice_, info)
         register_tables(spark, spec.transform, settings)
         refuse_schema_change(spark, spec, table, df)
-        if not isinstance(spec.source, KafkaSource):
+        if isinstance(spec.source, FileSource):
             files, _ = slice_files(spec, settings, checkpoint, last, slice_)
-        writer = BatchWriter(spec, Target(table=target_table, quarantine=quarantine, app_id=None,
-                                          run_id=options.run_id, checkpoint=None, replace_where=predicate,
-                                          backfill=slice_.label, files=files), transform=True)
         phases["prepare"], mark = round(time.monotonic() - mark, 3), time.monotonic()
-        writer(df, 0)
+        clip = isinstance(spec.source, DeltaSource) and aggregates(spec)
+        writer, deferred = write_slice(spark, spec, df, table=target_table, quarantine=quarantine,
+                                       run_id=options.run_id, slice_=slice_, column=spec.backfill.column,
+                                       predicate=predicate, files=files, clip=clip)
+        if deferred:
+            # windows the stream has not written yet: it writes them when the watermark passes them
+            info["not_written_yet"] = deferred
         phases["query"] = round(time.monotonic() - mark, 3)
     except guards.GuardRefused:  # BackfillRefused, or an output the table cannot take
         raise
@@ -247,7 +338,7 @@ def run_backfill(spark: SparkSession, spec: PipelineSpec, settings: Settings, op
         summary[key] = int(stats.get(key) or 0)
     summary["expectations"] = stats.get("expectations", {})
     info["outside_slice"] = stats.get("outside_slice", 0)
-    if summary["error"] is None:
+    if summary["error"] is None and stats:
         metrics = last_commit_metrics(spark, target_table)
         info["metrics"] = metrics
         summary["output_rows"] = int(metrics.get("numOutputRows", 0)) - int(metrics.get("numCopiedRows", 0))

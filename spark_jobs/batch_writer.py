@@ -80,6 +80,9 @@ class Target:
     the sink writes evolve its schema (``mergeSchema``; MERGE with ``autoMerge``) in the batch's commit."""
     widen_types: bool = False
     """The run widens a column: Delta's type widening is turned on before the first write."""
+    commit_metadata: dict[str, Any] | None = None
+    """A backfill or a rebuild: more of the sink commit's userMetadata (``sluice_slice``, ``sluice_rebuild``:
+    what the pipelines downstream read to follow it, :mod:`spark_jobs.upstream`)."""
 
 
 class BatchWriter:
@@ -267,7 +270,8 @@ class BatchWriter:
             write_sink(rows, spec.sink, self.target.table, app_id=self.target.app_id, batch_id=batch_id,
                        merge_schema=spec.schema_evolution == "add_columns" or self.target.evolve_schema,
                        replace_where=self.target.replace_where,
-                       user_metadata={"sluice_backfill": self.target.backfill, "run_id": self.target.run_id})
+                       user_metadata={"sluice_backfill": self.target.backfill, "run_id": self.target.run_id,
+                                      **(self.target.commit_metadata or {})})
         finally:
             for df in cached:
                 df.unpersist()

@@ -13,7 +13,7 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from sluice.delta_log import local_path
+from sluice.delta_log import local_path, log_state
 from sluice.ledger import append_run
 from sluice.lock import PipelineBusy, driver_lock
 from sluice.run_request import BackfillSlice
@@ -26,7 +26,7 @@ from sluice.spec import (
     PipelineSpec,
     Trigger,
 )
-from spark_jobs import guards, overwrites, schema_evolution
+from spark_jobs import guards, overwrites, schema_evolution, upstream
 from spark_jobs.batch_writer import BatchWriter, Target, quarantine_pending
 from spark_jobs.delta_table import (
     as_json,
@@ -38,7 +38,7 @@ from spark_jobs.kafka_source import explain_failure
 from spark_jobs.progress import ProgressCollector, batches_of, files_of_batch
 from spark_jobs.records import good_rows
 from spark_jobs.sink import output_mode, start_write, txn_app_id
-from spark_jobs.source import explain_delta_failure, read_stream, upstream_promotions
+from spark_jobs.source import explain_delta_failure, read_stream
 from spark_jobs.transform import apply_transform, register_tables
 
 DRY_RUN_PREFIX = "sluice-dry-run-"
@@ -196,9 +196,17 @@ def _run_query(spark, spec, settings, options, summary, table, checkpoint, scrat
     retain = spec.spark_conf.get(MIN_BATCHES_TO_RETAIN, spec.maintenance.checkpoint_batches_to_retain)
     spark.conf.set(MIN_BATCHES_TO_RETAIN, str(retain))
     try:
-        # an upstream pipeline's promotion of rescued values: skipped here, done again in this table
-        promoted_upstream = upstream_promotions(spec, settings, checkpoint) if not options.reset else None
-        source = read_stream(spark, spec, settings, skip_change_commits=promoted_upstream is not None)
+        # upstream commits that changed rows (spark_jobs.upstream): a promotion of rescued values is done again
+        # in this table, a slice rebuilt up there is rebuilt here after the stream, anything else rebuilds
+        # this table whole (a reset)
+        follow = _upstream_plan(spark, spec, settings, checkpoint, table) if not options.reset else None
+        if follow is not None and follow.action != "none":
+            summary["upstream_changes"] = follow.summary()
+            if follow.action == "reset":
+                options = dataclasses.replace(options, reset=True)
+        skip_changes = follow is not None and follow.skips_changes
+        promoted_upstream = (follow.promoted or None) if skip_changes else None
+        source = read_stream(spark, spec, settings, skip_change_commits=skip_changes)
         register_tables(spark, spec.transform, settings)
         query_df, stateful, schema = _output(spark, spec, source)
         quarantine = summary["quarantine"]
@@ -218,6 +226,9 @@ def _run_query(spark, spec, settings, options, summary, table, checkpoint, scrat
             cp_id, change = _prepare_dry_run(spark, spec, settings, options, table, checkpoint, target_table,
                                              target_checkpoint, schema)
         guards.record_spec(spec, settings, target_checkpoint)
+        if follow is not None and follow.action == "rebuild":
+            # before the stream skips a change: a run killed before the rebuild is committed rebuilds it again
+            upstream.write_pending(spark, target_checkpoint, follow.start, follow.deferred)
         summary["checkpoint_id"] = cp_id
         evolve = bool(change and (change.added or change.widened))
         if evolve:
@@ -265,6 +276,14 @@ def _run_query(spark, spec, settings, options, summary, table, checkpoint, scrat
                                                     unmarked)
         if promoted:
             summary["promoted_rescued"] = promoted
+        if follow is not None and follow.action == "none":
+            upstream.clear_pending(spark, target_checkpoint)
+        if follow is not None and follow.action == "rebuild":
+            phases["query"], mark = round(time.monotonic() - mark, 3), time.monotonic()
+            summary["upstream_changes"] = upstream.rebuild(
+                spark, spec, settings, follow, table=target_table, quarantine=quarantine,
+                checkpoint=target_checkpoint, real_table=table, run_id=options.run_id)
+            phases["rebuild"] = round(time.monotonic() - mark, 3)
     except (PipelineBusy, guards.GuardRefused):
         raise
     except Exception as err:  # noqa: BLE001 - every failure becomes the summary's error, raised by the caller
@@ -277,8 +296,9 @@ def _run_query(spark, spec, settings, options, summary, table, checkpoint, scrat
         summary["error"] = guards.explain_state_failure(spec, summary["error"], checkpoint)
     finally:
         spark.streams.removeListener(collector)
-        if query is not None:
-            phases["query"], mark = round(time.monotonic() - mark, 3), time.monotonic()
+        if query is not None and "rebuild" not in phases:
+            phases["query"] = round(time.monotonic() - mark, 3)
+        mark = time.monotonic()
     summary["delta_version_after"] = current_version(spark, table)
     if query is not None:
         _fill_batches(spark, summary, collector, query, target_table, target_checkpoint, spec,
@@ -290,6 +310,14 @@ def _run_query(spark, spec, settings, options, summary, table, checkpoint, scrat
             phases["reingest"] = round(time.monotonic() - mark, 3)
     for key, value in _totals([s for s in (summary.get("bad_records_query") or {},)]).items():
         summary[key] += value
+
+
+def _upstream_plan(spark, spec: PipelineSpec, settings: Settings, checkpoint: str, table: str) -> upstream.Plan | None:
+    if not isinstance(spec.source, DeltaSource):
+        return None
+    state = log_state(table)
+    columns = state["columns"] if state is not None else (guards.table_state(spark, table) or {}).get("columns")
+    return upstream.plan(spec, spec.source_path(settings), checkpoint, table, columns)
 
 
 def _check_overwrites(spec: PipelineSpec, settings: Settings, summary: dict[str, Any], target: Target,

@@ -14,7 +14,7 @@ refusal is a guard (:func:`spark_jobs.guards.check_schema`). Here:
   removes the field from ``_rescued`` in the same row), so running it again finds nothing to move: every
   value ends up once, in the column or, when it does not fit the column's type, still in ``_rescued``. A
   pipeline reading this table skips the promotion's commit and promotes the same columns in its own table
-  (:func:`spark_jobs.source.upstream_promotions`).
+  (:mod:`spark_jobs.upstream`).
 """
 
 from __future__ import annotations

@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from sluice.delta_log import local_path
 from sluice.settings import Settings
 from sluice.spark_conf import option_text
 from sluice.spec import DeltaSource, KafkaSource, PipelineSpec
 from spark_jobs.kafka_source import read_kafka_stream
-from spark_jobs.progress import restart_offset
 from spark_jobs.records import CORRUPT, METADATA, ORIGIN, json_columns, with_bad_columns
 
 KEEP_EVERY_FILE = "36500d"
@@ -27,7 +24,7 @@ def read_stream(spark: SparkSession, spec: PipelineSpec, settings: Settings, *,
                 skip_change_commits: bool = False) -> DataFrame:
     """The source as a streaming DataFrame: for json and csv, with the internal columns of
     :mod:`spark_jobs.records` that mark bad records. ``skip_change_commits``: a Delta source skips this
-    run's commits that changed rows (see :func:`upstream_promotions`)."""
+    run's commits that changed rows (see :mod:`spark_jobs.upstream`)."""
     return read_source(spark, spec, settings, skip_change_commits=skip_change_commits)
 
 
@@ -118,50 +115,14 @@ def read_delta_stream(spark: SparkSession, spec: PipelineSpec, settings: Setting
     return reader.load(path)
 
 
-PROMOTED = "sluice_promote_rescued"
-
-
-def upstream_promotions(spec: PipelineSpec, settings: Settings, checkpoint: str) -> list[str] | None:
-    """A Delta source whose upstream pipeline promoted rescued values into new columns since this pipeline
-    last read it: the promoted columns. Such a commit changed rows (Delta's streaming source stops at it:
-    ``DELTA_SOURCE_TABLE_IGNORE_CHANGES``), but this pipeline holds the same rows with the same ``_rescued``,
-    and promotes them in its own table: this run skips those commits (``skipChangeCommits``) -- only when they
-    are the only commits in its range that changed rows (from the start of the last batch done, which a
-    restart reads again), so that no other change is skipped silently. None when there is nothing to skip."""
-    source = spec.source
-    if not isinstance(source, DeltaSource) or source.skip_change_commits:
-        return None
-    log = local_path(spec.source_path(settings))
-    offset = restart_offset(checkpoint)
-    if log is None or offset is None or not (log / "_delta_log").is_dir():
-        return None  # a first run reads the table's latest snapshot: its promotions are in it
-    start = int(offset.get("reservoirVersion", 0))
-    promoted: set[str] = set()
-    for commit in sorted((log / "_delta_log").glob("*.json")):
-        if not commit.stem.isdigit() or int(commit.stem) < start:
-            continue
-        actions = [json.loads(line) for line in commit.read_text(encoding="utf-8").splitlines() if line.strip()]
-        if not any(a.get("remove", {}).get("dataChange", True) for a in actions if "remove" in a):
-            continue
-        info = next((a["commitInfo"] for a in actions if "commitInfo" in a), {})
-        try:
-            columns = json.loads(info.get("userMetadata") or "{}").get(PROMOTED)
-        except (ValueError, AttributeError):
-            columns = None
-        if not columns:
-            return None  # another change (a MERGE, a backfill): Delta stops, and the error says what to do
-        promoted.update(columns)
-    return sorted(promoted) or None
-
-
 def explain_delta_failure(spec: PipelineSpec, error: str) -> str:
     """Delta's streaming source refuses a commit that changed existing rows upstream: say what to do."""
     if "DELTA_SOURCE_TABLE_IGNORE_CHANGES" in error or "Detected a data update" in error:
         return (
-            f"{error} -- the upstream table changed or deleted rows (a MERGE, a backfill, a DELETE); such a "
-            "commit cannot flow down as new rows. Options: set source.skip_change_commits: true (only appends "
-            "flow down; backfill or reset this pipeline for the changed rows), or run once in mode reset to "
-            "rebuild this table from the upstream one."
+            f"{error} -- the upstream table changed or deleted rows (a MERGE, a backfill, a DELETE) while this "
+            "run read it, or its log is not on a local path: the next run follows such a change (it rebuilds "
+            "the slice, or this table whole, from the upstream rows). Options: run again; or set "
+            "source.skip_change_commits: true (only appends flow down); or run once in mode reset."
         )
     return error
 

@@ -23,7 +23,8 @@ def apply_transform(df: DataFrame, transform: Transform | None) -> DataFrame:
     if transform.dedupe:
         # state is kept for the watermark's delay only: a duplicate arriving later than that gets through
         # https://spark.apache.org/docs/latest/streaming/apis-on-dataframes-and-datasets.html#streaming-deduplication
-        df = df.dropDuplicatesWithinWatermark(transform.dedupe)
+        # A batch (a backfill, a rebuild of a slice) has all its rows at hand: one row per key
+        df = df.dropDuplicatesWithinWatermark(transform.dedupe) if df.isStreaming else df.dropDuplicates(transform.dedupe)
     if transform.sql:
         df.createOrReplaceTempView(SOURCE_VIEW)
         df = df.sparkSession.sql(transform.sql)

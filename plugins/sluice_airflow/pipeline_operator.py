@@ -56,7 +56,28 @@ def table_changed(summary: dict[str, Any]) -> bool:
     if summary.get("dry_run"):
         return False
     before, after = summary.get("delta_version_before"), summary.get("delta_version_after")
-    return after is not None and after != before and bool(summary.get("output_rows") or summary.get("mode") != "incremental")
+    follow = summary.get("upstream_changes") or {}
+    # an upstream correction rebuilt here (slices, or the whole table) changes rows the pipelines below read
+    rebuilt = any(r.get("written") for r in follow.get("rebuilds") or []) or follow.get("action") == "reset"
+    return after is not None and after != before and bool(
+        summary.get("output_rows") or summary.get("mode") != "incremental" or rebuilt)
+
+
+def event_extra(summary: dict[str, Any]) -> dict[str, Any]:
+    """What the table's Asset event says of a correction: the backfill's slice, or the slices rebuilt here
+    after an upstream one (which the runs it starts rebuild in turn, read from the table's log)."""
+    extra: dict[str, Any] = {}
+    if summary.get("backfill"):
+        extra["backfill"] = summary["backfill"].get("slice")
+    follow = summary.get("upstream_changes") or {}
+    rebuilt = [r["slice"] for r in follow.get("rebuilds") or [] if r.get("written")]
+    if rebuilt:
+        extra["rebuilt"] = rebuilt
+    if follow.get("action") == "reset":
+        extra["rebuilt"] = "all"
+    if extra:
+        extra["delta_version"] = summary.get("delta_version_after")
+    return extra
 
 
 class SluicePipelineOperator(SparkSubmitOperator):
@@ -143,6 +164,9 @@ class SluicePipelineOperator(SparkSubmitOperator):
             # pipelines scheduled on it (Airflow emits an event for every outlet of a successful task)
             self.log.info("no new rows in the table: no Asset event for %s", ", ".join(a.name for a in self.outlets))
             self.outlets = []
+        elif self.outlets and event_extra(summary):
+            for asset in self.outlets:
+                context["outlet_events"][asset].extra = event_extra(summary)
         if summary.get("ledger_error"):
             self.log.warning("%s", summary["ledger_error"])
         self.log.info("run summary: %s", json.dumps(summary))

@@ -1,6 +1,7 @@
 """A running Airflow (`airflow standalone`: api-server, scheduler, dag-processor, triggerer on SQLite) and
 `airflow backfill create` over 3 days: one backfill run per day, each rebuilding its day's slice of the table
-with the current spec, serialized by the pipeline lock, the checkpoint untouched."""
+with the current spec, serialized by the pipeline lock, the checkpoint untouched. (The REST calls of the UI's
+backfill dialog, on a chain whose downstream runs follow the backfill: test_airflow_corrections.)"""
 
 from __future__ import annotations
 
@@ -87,23 +88,3 @@ def test_airflow_backfill_create_rebuilds_each_day_of_the_range(lake, spark, sta
     assert sorted(r["backfill"] for r in backfills) == [
         "2026-11-01..2026-11-01", "2026-11-02..2026-11-02", "2026-11-03..2026-11-03"]
     assert {r["dag_id"] for r in backfills} == {"af_days"} and all(r["status"] == "succeeded" for r in backfills)
-
-    # the UI's backfill dialog: it logs in, asks the dry-run endpoint which runs it would create, then posts
-    # the backfill -- the same REST calls here, for two days, again with a changed transform
-    write_spec(lake.pipelines_dir, {**spec, "transform": {"sql": "SELECT id, ts, customer, amount * 100 AS amount, "
-                                                                 "_rescued, to_date(ts) AS day FROM source"}})
-    api = Api(env)
-    # Airflow allows one active backfill per DAG; the scheduler marks the CLI's complete a little after its runs
-    wait_for("the CLI's backfill to be marked complete", lambda: (backfills := api.poll(
-        "/api/v2/backfills?dag_id=af_days")) and all(b.get("completed_at") for b in backfills["backfills"]), 300, log)
-    body = {"dag_id": "af_days", "from_date": "2026-11-02T00:00:00Z", "to_date": "2026-11-03T00:00:00Z",
-            "reprocess_behavior": "completed", "max_active_runs": 10, "run_backwards": False, "dag_run_conf": {}}
-    planned = api.post("/api/v2/backfills/dry_run", body)
-    assert sorted(r["logical_date"][:10] for r in planned["backfills"]) == ["2026-11-02", "2026-11-03"], planned
-    backfill_id = api.create_backfill(body)
-    wait_for("the UI's backfill to complete",
-             lambda: (api.poll(f"/api/v2/backfills/{backfill_id}") or {}).get("completed_at"), 600, log)
-    table = spark.read.format("delta").load(str(lake.lake_root / "af_days"))
-    assert sorted((r.day, r.amount) for r in table.collect()) == sorted(
-        [(date(2026, 11, d), a) for d, a in ((1, 10.0), (2, 100.0), (3, 100.0), (4, 1.0)) for _ in range(3)])
-    assert tree_digest(checkpoint) == before

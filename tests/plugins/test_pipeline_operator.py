@@ -44,3 +44,20 @@ def test_operator_holds_arguments_only(lake):
     assert op._conn_id == "sluice_spark"
     assert op.application.endswith("spark_jobs/run_pipeline.py")
     assert "spec_path" in op.template_fields
+
+
+def test_a_rebuild_after_an_upstream_correction_is_a_table_change_whose_event_names_the_slices():
+    from sluice_airflow.pipeline_operator import event_extra, table_changed
+
+    base = {"dry_run": False, "mode": "incremental", "delta_version_before": 5, "delta_version_after": 7,
+            "output_rows": 0}
+    rebuilt = {**base, "upstream_changes": {"action": "rebuild", "rebuilds": [
+        {"slice": "2026-11-01..2026-11-02", "written": True}, {"slice": "2026-11-04..2026-11-04", "written": False}]}}
+    assert not table_changed(base)  # an empty batch's commit: nothing for the pipelines below
+    assert table_changed(rebuilt)
+    assert event_extra(rebuilt) == {"rebuilt": ["2026-11-01..2026-11-02"], "delta_version": 7}
+    assert table_changed({**base, "upstream_changes": {"action": "reset"}})
+    backfill = {**base, "mode": "backfill", "backfill": {"slice": "2026-11-01..2026-11-01"}, "delta_version_after": 6}
+    assert table_changed(backfill)
+    assert event_extra(backfill) == {"backfill": "2026-11-01..2026-11-01", "delta_version": 6}
+    assert event_extra(base) == {}

@@ -145,3 +145,19 @@ def test_quality_warnings_name_the_schema_change_and_the_rescued_values_moved():
         "orders: 3 row(s) had coupon in _rescued: moved into the column coupon; 1 value(s) do not fit its type and "
         "stay in _rescued",
     ]
+
+
+def test_a_downstream_rebuild_says_which_upstream_version_and_slices_it_came_from(tmp_path):
+    path = str(tmp_path / "ledger")
+    follow = {"upstream": "/lake/bronze", "pipeline": "bronze", "from_version": 4, "through_version": 7,
+              "action": "rebuild", "changes": [{"version": 5, "operation": "WRITE", "kind": "slice",
+                                                "slice": "2026-11-01..2026-11-02", "column": "day"}],
+              "rebuilds": [{"slice": "2026-11-01..2026-11-02", "written": True},
+                           {"slice": "2026-11-04..2026-11-04", "written": False}]}
+    ledger.append_run(path, summary("r1", upstream_changes=follow))
+    ledger.append_run(path, summary("r2"))
+    rows = {r["run_id"]: r for r in ledger.latest_runs(path, "orders", limit=10)}
+    assert (rows["r1"]["upstream_action"], rows["r1"]["upstream_version"], list(rows["r1"]["rebuilt_slices"])) == (
+        "rebuild", 7, ["2026-11-01..2026-11-02"])
+    assert json.loads(rows["r1"]["upstream_changes"]) == follow
+    assert (rows["r2"]["upstream_action"], rows["r2"]["upstream_version"], rows["r2"]["rebuilt_slices"]) == (None, None, None)

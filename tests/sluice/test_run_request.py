@@ -122,3 +122,13 @@ def test_kafka_backfill_has_no_path_and_complete_sinks_have_no_slices():
     with pytest.raises(SpecError, match=r"backfill: a complete sink rewrites the whole table on every run"):
         spec(transform={"sql": "SELECT d, count(*) n FROM source GROUP BY d"}, sink={"mode": "complete"},
              backfill={"column": "d", "path": "landing/orders/dt={{ ds }}"})
+
+
+def test_a_delta_source_backfill_has_no_path():
+    from sluice.spec import SpecError
+
+    delta = {"name": "silver", "source": {"format": "delta", "pipeline": "orders"}}
+    assert spec(delta, backfill={"column": "day"}).backfill.column == "day"
+    with pytest.raises(SpecError, match=r"backfill.path: a delta source has no folders; a slice is the upstream "
+                                        r"table's rows whose day falls in it"):
+        spec(delta, backfill={"column": "day", "path": "x/{{ ds }}"})

@@ -104,7 +104,7 @@ def test_a_delta_source_before_its_upstream_ran_says_which_pipeline_to_run(spark
         run(spark, silver, lake)
 
 
-def test_an_upstream_merge_fails_the_downstream_run_unless_its_change_commits_are_skipped(spark, lake):
+def test_an_upstream_merge_rebuilds_the_downstream_table_whole_unless_its_change_commits_are_skipped(spark, lake):
     up = {"name": "up", "source": {"format": "json", "path": "landing/up", "schema": "id BIGINT, v STRING"},
           "sink": {"mode": "merge", "keys": ["id"]}}
     down = {"name": "down", "source": {"format": "delta", "pipeline": "up"}}
@@ -116,18 +116,22 @@ def test_an_upstream_merge_fails_the_downstream_run_unless_its_change_commits_ar
     assert run(spark, make_spec(down), lake)["output_rows"] == 2
 
     write_lines(landing / "b.json", ['{"id": 2, "v": "b2"}', '{"id": 3, "v": "c"}'])  # an update: a change commit
-    run(spark, make_spec(up), lake)
-    with pytest.raises(RunFailed) as caught:
-        run(spark, make_spec(down), lake)
-    error = str(caught.value)
-    assert "DELTA_SOURCE_TABLE_IGNORE_CHANGES" in error
-    assert ("the upstream table changed or deleted rows (a MERGE, a backfill, a DELETE); such a commit cannot flow "
-            "down as new rows. Options: set source.skip_change_commits: true") in error
-    assert "run once in mode reset to rebuild this table from the upstream one" in error
+    merged = run(spark, make_spec(up), lake)["delta_version_after"]
+    summary = run(spark, make_spec(down), lake)
+    follow = summary["upstream_changes"]
+    assert (follow["action"], [(c["version"], c["operation"], c["kind"]) for c in follow["changes"]]) == (
+        "reset", [(merged, "MERGE", "other")])
+    assert follow["reason"] == (f"upstream version {merged} (MERGE) changed rows without naming a slice: this table "
+                                "is rebuilt whole from the upstream one")
+    assert summary["replaced_checkpoint"]  # the old checkpoint set aside, a new one started
+    assert [(r[0], r[1]) for r in rows(spark, make_spec(down), lake)] == [(1, "a"), (2, "b2"), (3, "c")]
+    assert "upstream_changes" not in run(spark, make_spec(down), lake)
 
-    # skip_change_commits: the MERGE commit is skipped whole (its update AND its insert of id 3); appends flow
+    # skip_change_commits: a MERGE commit is skipped whole (its update AND its insert of id 5); appends flow
     skipping = make_spec({**down, "source": {**down["source"], "skip_change_commits": True}})
-    write_lines(landing / "c.json", ['{"id": 4, "v": "d"}'])  # inserts only: an append commit
+    write_lines(landing / "c.json", ['{"id": 1, "v": "a2"}', '{"id": 5, "v": "e"}'])
     run(spark, make_spec(up), lake)
-    run(spark, skipping, lake)
-    assert [(r[0], r[1]) for r in rows(spark, skipping, lake)] == [(1, "a"), (2, "b"), (4, "d")]
+    write_lines(landing / "d.json", ['{"id": 4, "v": "d"}'])  # inserts only: an append commit
+    run(spark, make_spec(up), lake)
+    assert "upstream_changes" not in run(spark, skipping, lake)
+    assert [(r[0], r[1]) for r in rows(spark, skipping, lake)] == [(1, "a"), (2, "b2"), (3, "c"), (4, "d")]

@@ -332,7 +332,7 @@ def test_a_delta_source_pipeline_takes_the_columns_its_upstream_gained(spark, la
     assert (again["batches"], again.get("promoted_rescued")) == (0, None)
 
 
-def test_an_upstream_change_that_is_not_a_promotion_still_stops_the_downstream_run(spark, lake):
+def test_an_upstream_change_that_is_not_a_promotion_rebuilds_the_downstream_table_whole(spark, lake):
     bronze = make_spec(pipeline("id BIGINT"))
     silver = make_spec({"name": "silver", "source": {"format": "delta", "pipeline": "coupons"}})
     write_spec(lake.pipelines_dir, pipeline("id BIGINT"))
@@ -344,6 +344,8 @@ def test_an_upstream_change_that_is_not_a_promotion_still_stops_the_downstream_r
     assert run(spark, bronze, lake)["promoted_rescued"]["coupon"]["rows"] == 1
     # a promotion and a DELETE in the range: skipping change commits would skip the DELETE silently
     spark.sql(f"DELETE FROM delta.`{bronze.sink_path(lake)}` WHERE id = 2")
-    with pytest.raises(RunFailed, match=r"DELTA_SOURCE_TABLE_IGNORE_CHANGES.* -- the upstream table changed or "
-                                        r"deleted rows"):
-        run(spark, silver, lake)
+    summary = run(spark, silver, lake)
+    assert (summary["upstream_changes"]["action"], [c["kind"] for c in summary["upstream_changes"]["changes"]]) == (
+        "reset", ["promotion", "other"])
+    table = spark.read.format("delta").load(silver.sink_path(lake))
+    assert sorted((r.id, r.coupon) for r in table.collect()) == [(1, "A"), (3, "C")]

@@ -1,0 +1,128 @@
+"""A backfill upstream, on a running Airflow (`airflow standalone`, the scheduler creating runs): bronze's
+transform is fixed and two days are backfilled through the REST call the UI's backfill dialog makes; the
+bronze table's Asset events start silver, silver's start gold, and every one of those runs succeeds and
+rebuilds the two days -- checked against values computed by hand, the day outside the slice unchanged. The
+same backfill again leaves every table identical."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.e2e.conftest import wait_for
+from tests.e2e.live_airflow import Api, airflow_standalone
+from tests.helpers import write_spec
+from tests.spark_jobs.test_corrections import (
+    BRONZE,
+    GOLD,
+    SILVER,
+    TIMES_TEN,
+    land,
+    order,
+)
+
+NAMES = {"bronze": "afc_bronze", "silver": "afc_silver", "gold": "afc_gold"}
+INITIAL_GOLD = [(1, "north", 1, 10.0), (1, "south", 1, 20.0), (2, "north", 1, 7.0)]
+FIXED_SILVER = [(1, 1, "north", 100.0), (2, 1, "south", 200.0), (3, 2, "north", 70.0), (4, 3, "south", 2.0)]
+FIXED_GOLD = [(1, "north", 1, 100.0), (1, "south", 1, 200.0), (2, "north", 1, 70.0)]
+
+
+def renamed(data: dict) -> dict:
+    text = json.dumps(data)
+    for old, new in NAMES.items():
+        text = text.replace(f'"{old}"', f'"{new}"')
+    return json.loads(text)
+
+
+@pytest.fixture
+def standalone(lake, tmp_path):
+    with airflow_standalone(tmp_path) as running:  # the scheduler creates runs: scheduled and Asset-triggered
+        yield running
+
+
+def dag_runs(api: Api, dag_id: str) -> list[dict] | None:
+    answer = api.poll(f"/api/v2/dags/{dag_id}/dagRuns?limit=100", not_yet_codes=(404,))
+    return None if answer is None else answer.get("dag_runs", [])
+
+
+def test_an_airflow_backfill_upstream_is_rebuilt_down_the_chain_by_asset_triggered_runs(lake, spark, standalone,
+                                                                                           tmp_path):
+    env, log = standalone
+    regions = tmp_path / "regions.csv"
+    regions.write_text("customer,region\nann,north\nbob,south\n", encoding="utf-8")
+    bronze = renamed({**BRONZE, "schedule": "@daily"})
+    silver = renamed(json.loads(json.dumps(SILVER).replace("REGIONS", str(regions))))
+    gold = renamed(GOLD)
+    for data in (bronze, silver, gold):
+        write_spec(lake.pipelines_dir, data)
+    land(lake, 1, "a.json", [order(1, 1, 9, "ann", 10.0), order(2, 1, 10, "bob", 20.0)])
+    land(lake, 2, "a.json", [order(3, 2, 9, "ann", 7.0)])
+    land(lake, 3, "a.json", [order(4, 3, 5, "bob", 2.0)])  # the watermark passes 11-02's window
+
+    def table(name: str) -> list[tuple]:
+        path = lake.lake_root / name
+        if not (path / "_delta_log").is_dir():
+            return []
+        rows = spark.read.format("delta").load(str(path)).collect()
+        if name == NAMES["gold"]:
+            return sorted((r.day.day, r.region, r.orders, r.revenue) for r in rows)
+        return sorted((r.id, r.day.day, r.region, r.amount) for r in rows)
+
+    api = wait_for("the Airflow API", lambda: Api.connect(env), 300, log, every=2)
+
+    last: dict[str, object] = {}
+
+    def settled(expected_gold: list[tuple], after: dict[str, set[str]] | None = None):
+        """Every run of the three DAGs finished, gold holds what is expected, each DAG has a run not in
+        ``after``, and nothing changed since the previous look (a later Asset event may start one more run)."""
+        runs = {dag: dag_runs(api, dag) for dag in NAMES.values()}
+        if any(r is None for r in runs.values()):
+            return None
+        if any(run["state"] not in ("success", "failed") for found in runs.values() for run in found):
+            return None
+        if after is not None and any(not {r["dag_run_id"] for r in runs[dag]} - after[dag] for dag in NAMES.values()):
+            return None
+        if table(NAMES["gold"]) != expected_gold:
+            return None
+        seen = {dag: sorted(r["dag_run_id"] for r in found) for dag, found in runs.items()}
+        stable, last["seen"] = last.get("seen") == seen, seen
+        return runs if stable else None
+
+    # the scheduler's own run of bronze (catchup off: the latest day) ingests the three days; its Asset event
+    # starts silver, whose event starts gold
+    runs = wait_for("bronze -> silver -> gold, started by the scheduler and Asset events",
+                    lambda: settled(INITIAL_GOLD), 900, log, every=10)
+    assert all(run["state"] == "success" for found in runs.values() for run in found), runs
+    before = {dag: {run["dag_run_id"] for run in found} for dag, found in runs.items()}
+
+    # the fix, and the REST call of the UI's backfill dialog for two days
+    write_spec(lake.pipelines_dir, {**bronze, "transform": {"sql": TIMES_TEN}})
+    body = {"dag_id": NAMES["bronze"], "from_date": "2026-11-01T00:00:00Z", "to_date": "2026-11-02T00:00:00Z",
+            "reprocess_behavior": "completed", "max_active_runs": 10, "run_backwards": False, "dag_run_conf": {}}
+
+    for attempt in ("first", "second"):
+        # the dialog asks the dry-run endpoint which runs it would create, then posts the backfill
+        planned = api.post("/api/v2/backfills/dry_run", body)
+        assert sorted(r["logical_date"][:10] for r in planned["backfills"]) == ["2026-11-01", "2026-11-02"], planned
+        backfill_id = api.create_backfill(body)
+        wait_for(f"the {attempt} backfill to complete",
+                 lambda: (api.poll(f"/api/v2/backfills/{backfill_id}") or {}).get("completed_at"), 900, log, every=3)
+        runs = wait_for(f"silver and gold to follow the {attempt} backfill", lambda: settled(FIXED_GOLD, before),
+                        900, log, every=10)
+        new = {dag: [run for run in found if run["dag_run_id"] not in before[dag]] for dag, found in runs.items()}
+        # every run succeeded; the backfill made one run per day, each day's Asset event started silver
+        assert all(run["state"] == "success" for found in new.values() for run in found), new
+        assert len([r for r in new[NAMES["bronze"]] if r["run_type"] == "backfill"]) == 2, new
+        assert new[NAMES["silver"]] and all(r["run_type"] == "asset_triggered" for r in new[NAMES["silver"]]), new
+        assert new[NAMES["gold"]] and all(r["run_type"] == "asset_triggered" for r in new[NAMES["gold"]]), new
+        assert table(NAMES["silver"]) == FIXED_SILVER  # day 3, outside the slice, unchanged
+        assert table(NAMES["gold"]) == FIXED_GOLD
+        before = {dag: {run["dag_run_id"] for run in found} for dag, found in runs.items()}
+
+    # the Asset events carry the correction: bronze's its backfill's day, silver's the slices it rebuilt
+    events = api.get("/api/v2/assets/events?limit=200")["asset_events"]
+    extras = {(e.get("source_dag_id"), json.dumps((e.get("extra") or {}).get("backfill") or
+                                                    (e.get("extra") or {}).get("rebuilt"))) for e in events}
+    assert {(NAMES["bronze"], '"2026-11-01..2026-11-01"'), (NAMES["bronze"], '"2026-11-02..2026-11-02"')} <= extras
+    assert any(dag == NAMES["silver"] and "2026-11-0" in slices for dag, slices in extras), extras
