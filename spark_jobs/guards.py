@@ -169,12 +169,17 @@ def record_spec(spec: PipelineSpec, settings: Settings, checkpoint: str) -> None
     tmp.replace(folder / SPEC_FILE)
 
 
-def set_checkpoint_aside(checkpoint: str) -> str | None:
-    """Move a checkpoint away (kept beside it, for forensics) before a reset; returns where it went."""
+def set_checkpoint_aside(checkpoint: str, label: str = "replaced") -> str | None:
+    """Move a checkpoint away (kept beside it, for forensics) before a reset; returns where it went.
+    ``followed``: a reset that follows an upstream rewrite (a MERGE upstream makes one per run): only the
+    latest such checkpoint is kept."""
     folder = Path(checkpoint)
     if not folder.exists():
         return None
-    aside = folder.with_name(f"{folder.name}.replaced-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}")
+    aside = folder.with_name(f"{folder.name}.{label}-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}")
+    if label == "followed":
+        for older in folder.parent.glob(f"{folder.name}.followed-*"):
+            shutil.rmtree(older, ignore_errors=True)
     shutil.move(str(folder), str(aside))
     return str(aside)
 
@@ -282,6 +287,7 @@ def empty_quarantine(spark: SparkSession, path: str) -> None:
 
 def prepare_sink(
     spark: SparkSession, spec: PipelineSpec, *, table: str, checkpoint: str, schema: StructType, reset: bool = False,
+    aside_label: str = "replaced",
 ) -> tuple[str, str | None, SchemaChange | None]:
     """Check that checkpoint and table belong together and that the output fits the table, and create the
     table if needed (a reset replaces it); return the checkpoint id the run will use, for a reset where the
@@ -289,7 +295,7 @@ def prepare_sink(
     if reset:
         state = table_state(spark, table)
         refuse_foreign_table(spec, table, state)
-        aside = set_checkpoint_aside(checkpoint)
+        aside = set_checkpoint_aside(checkpoint, aside_label)
         cp_id = ensure_checkpoint_id(checkpoint)
         create_table(spark, table, schema, spec, cp_id, replace=state is not None)
         return cp_id, aside, None

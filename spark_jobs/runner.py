@@ -213,8 +213,10 @@ def _run_query(spark, spec, settings, options, summary, table, checkpoint, scrat
         if scratch is None:
             if not options.reset:
                 guards.check_spec_fits(spec, settings, checkpoint)
+            followed = follow is not None and follow.action == "reset"
             cp_id, aside, change = guards.prepare_sink(
-                spark, spec, table=table, checkpoint=checkpoint, schema=schema, reset=options.reset
+                spark, spec, table=table, checkpoint=checkpoint, schema=schema, reset=options.reset,
+                aside_label="followed" if followed else "replaced",
             )
             if aside:
                 summary["replaced_checkpoint"] = aside

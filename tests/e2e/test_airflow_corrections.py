@@ -46,6 +46,7 @@ def dag_runs(api: Api, dag_id: str) -> list[dict] | None:
     return None if answer is None else answer.get("dag_runs", [])
 
 
+@pytest.mark.timeout(2400)  # about 14 spark-submits (scheduled, backfill and Asset-triggered runs): past 900 s when busy
 def test_an_airflow_backfill_upstream_is_rebuilt_down_the_chain_by_asset_triggered_runs(lake, spark, standalone,
                                                                                            tmp_path):
     env, log = standalone

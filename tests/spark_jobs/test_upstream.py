@@ -63,3 +63,16 @@ def test_only_commits_that_removed_rows_are_changes_each_with_what_it_says_of_it
     assert found[3].promoted == ("coupon",)
     assert [c.version for c in scan_changes(str(table), 3, 4)] == [3, 4]
     assert scan_changes("s3a://bucket/t", 0) is None  # not on local disk: not followed
+
+
+def test_a_reset_that_follows_an_upstream_rewrite_keeps_only_the_latest_old_checkpoint(tmp_path):
+    from spark_jobs.guards import set_checkpoint_aside
+
+    checkpoint = tmp_path / "down"
+    (tmp_path / "down.replaced-20261101T000000").mkdir()  # a user's reset: kept
+    (tmp_path / "down.followed-20261101T000000").mkdir()
+    checkpoint.mkdir()
+    (checkpoint / "commits").mkdir()
+    aside = set_checkpoint_aside(str(checkpoint), "followed")
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["down.replaced-20261101T000000", Path(aside).name])
+    assert (Path(aside) / "commits").is_dir() and ".followed-" in aside
