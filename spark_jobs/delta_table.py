@@ -50,7 +50,7 @@ def commits_since(
         return {}
     local = local_log(path)
     if local is not None:
-        rows = _local_history(local, version)
+        rows = local_history(local, version)
     else:
         if not DeltaTable.isDeltaTable(spark, path):
             return {}
@@ -70,7 +70,7 @@ def commits_since(
                 "output_rows": int(metrics.get("numOutputRows", 0)),
             }
         elif app_id:
-            meta = _json_object(row["userMetadata"])
+            meta = json_object(row["userMetadata"])
             if meta.get("sluice_app_id") != app_id:
                 continue
             if row["operation"] == "MERGE":
@@ -104,7 +104,7 @@ def txn_version(path: str, app_id: str) -> int | None:
 
 
 
-def _local_history(log: Path, after: int | None) -> list[dict[str, Any]]:
+def local_history(log: Path, after: int | None) -> list[dict[str, Any]]:
     """The commitInfo of each commit after version ``after`` (all kept commits if None), read from the
     commit files themselves: what ``DESCRIBE HISTORY`` shows, without a Spark job (seconds on a cold JVM)."""
     rows = []
@@ -132,7 +132,7 @@ def _param_text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value)
 
 
-def _json_object(text: str | None) -> dict[str, Any]:
+def json_object(text: str | None) -> dict[str, Any]:
     try:
         value = json.loads(text) if text else {}
     except json.JSONDecodeError:

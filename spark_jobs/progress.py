@@ -103,19 +103,37 @@ def files_of_batch(checkpoint: str, batch_id: int, source_index: int = 0) -> lis
     return None
 
 
+def _done_batches(root: Path) -> list[int]:
+    commits = root / "commits"
+    return sorted(int(p.name) for p in commits.iterdir() if p.name.isdigit()) if commits.is_dir() else []
+
+
+def _batch_offset(root: Path, batch: int, source_index: int) -> dict[str, Any] | None:
+    """The end offset of ``batch`` for one source, as JSON; None when its offsets file is gone."""
+    offsets = root / "offsets" / str(batch)
+    if batch < 0 or not offsets.is_file():
+        return None
+    lines = offsets.read_text(encoding="utf-8").splitlines()  # version, batch metadata, one line per source
+    return json.loads(lines[2 + source_index]) if len(lines) > 2 + source_index else {}
+
+
 def restart_offset(checkpoint: str, source_index: int = 0) -> dict[str, Any] | None:
     """Where a restarted query reads from: the START offset of the last batch the checkpoint marks done (Spark
     builds that batch's DataFrame again on restart, then reads on from its end), as JSON; ``{}`` when that is
     the stream's very start (or its offsets are gone). None: no batch done yet, or not a local path."""
-    root = Path(checkpoint)
-    commits = root / "commits"
-    if "://" in checkpoint or not commits.is_dir():
+    if "://" in checkpoint:
         return None
-    done = sorted(int(p.name) for p in commits.iterdir() if p.name.isdigit())
+    done = _done_batches(Path(checkpoint))
     if not done:
         return None
-    offsets = root / "offsets" / str(done[-1] - 1)
-    if not offsets.is_file():
-        return {}
-    lines = offsets.read_text(encoding="utf-8").splitlines()  # version, batch metadata, one line per source
-    return json.loads(lines[2 + source_index]) if len(lines) > 2 + source_index else {}
+    start = _batch_offset(Path(checkpoint), done[-1] - 1, source_index)
+    return {} if start is None else start
+
+
+def last_offset(checkpoint: str, source_index: int = 0) -> dict[str, Any] | None:
+    """The END offset of the last batch the checkpoint marks done, as JSON: how far the stream has read.
+    None: no batch done yet, its offsets are gone, or not a local path."""
+    if "://" in checkpoint:
+        return None
+    done = _done_batches(Path(checkpoint))
+    return _batch_offset(Path(checkpoint), done[-1], source_index) if done else None

@@ -31,20 +31,21 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from sluice.delta_log import local_log
 from sluice.run_request import BackfillSlice
 from sluice.spec import DeltaSource, PipelineSpec
+from spark_jobs.delta_table import json_object, local_history
+from spark_jobs.progress import last_offset, restart_offset
+from spark_jobs.schema_evolution import PROMOTED
 
 PENDING_FILE = "sluice_upstream_pending"
 SLICE_KEY = "sluice_slice"
 """In a commit's userMetadata: the slice a backfill or a rebuild replaced (column, from, to, predicate)."""
 REBUILD_KEY = "sluice_rebuild"
 """In a rebuild commit's userMetadata: the upstream table, the version read, the change versions covered."""
-PROMOTED_KEY = "sluice_promote_rescued"
 END_INDEX_MIN = 2 ** 62
 """Delta's offset index past the last file of a version (END_INDEX) is near Long.MaxValue."""
 
@@ -95,11 +96,7 @@ def _commit(path: Path) -> list[dict[str, Any]]:
 
 def _user_metadata(actions: list[dict[str, Any]]) -> tuple[str, dict[str, Any]]:
     info = next((a["commitInfo"] for a in actions if "commitInfo" in a), {})
-    try:
-        meta = json.loads(info.get("userMetadata") or "{}")
-    except ValueError:
-        meta = {}
-    return str(info.get("operation") or "?"), meta if isinstance(meta, dict) else {}
+    return str(info.get("operation") or "?"), json_object(info.get("userMetadata"))
 
 
 def _versions(log: Path) -> list[int]:
@@ -120,8 +117,8 @@ def scan_changes(table: str, start: int, end: int | None = None) -> list[Change]
         if not any(a["remove"].get("dataChange", True) for a in actions if "remove" in a):
             continue  # an append, OPTIMIZE (dataChange false), a metadata change
         operation, meta = _user_metadata(actions)
-        if meta.get(PROMOTED_KEY):
-            changes.append(Change(version, operation, "promotion", promoted=tuple(meta[PROMOTED_KEY])))
+        if meta.get(PROMOTED):
+            changes.append(Change(version, operation, "promotion", promoted=tuple(meta[PROMOTED])))
         elif isinstance(meta.get(SLICE_KEY), dict):
             changes.append(Change(version, operation, "slice", slice=meta[SLICE_KEY]))
         elif operation in _REPLACE_OPERATIONS:
@@ -131,15 +128,15 @@ def scan_changes(table: str, start: int, end: int | None = None) -> list[Change]
     return changes
 
 
-def applied_changes(table: str, upstream: str) -> set[int]:
-    """The upstream change versions this table's rebuild commits covered (their ``sluice_rebuild``)."""
+def applied_changes(table: str, upstream: str, deferred: list[dict[str, Any]]) -> set[int]:
+    """The upstream change versions this table's rebuild commits covered (their ``sluice_rebuild``), and those
+    of the marker's ``deferred`` entries (rebuilt but for values the stream has not written yet)."""
+    done = {int(v) for entry in deferred for v in entry.get("changes") or []}
     log = local_log(table)
     if log is None:
-        return set()
-    done: set[int] = set()
-    for version in _versions(log):
-        _, meta = _user_metadata(_commit(log / f"{version:020d}.json"))
-        rebuild = meta.get(REBUILD_KEY)
+        return done
+    for commit in local_history(log, None):
+        rebuild = json_object(commit["userMetadata"]).get(REBUILD_KEY)
         if isinstance(rebuild, dict) and rebuild.get("upstream") == upstream:
             done.update(int(v) for v in rebuild.get("changes") or [])
     return done
@@ -147,25 +144,11 @@ def applied_changes(table: str, upstream: str) -> set[int]:
 
 # --- where the stream stands --------------------------------------------------------------------------------
 
-def _done_batches(checkpoint: str) -> list[int]:
-    commits = Path(checkpoint) / "commits"
-    return sorted(int(p.name) for p in commits.iterdir() if p.name.isdigit()) if commits.is_dir() else []
-
-
-def _offset(checkpoint: str, batch: int) -> dict[str, Any] | None:
-    path = Path(checkpoint) / "offsets" / str(batch)
-    if not path.is_file():
-        return None
-    lines = path.read_text(encoding="utf-8").splitlines()  # version, batch metadata, one line per source
-    return json.loads(lines[2]) if len(lines) > 2 else None
-
-
 def consumed_through(checkpoint: str) -> int | None:
     """The last upstream version the stream has read completely (the end offset of its last batch done):
     ``reservoirVersion - 1`` at index -1 (nothing of that version read yet). None: no batch done, or a batch
     that ended inside a version (a run that did not finish its catch-up)."""
-    done = _done_batches(checkpoint)
-    offset = _offset(checkpoint, done[-1]) if done else None
+    offset = last_offset(checkpoint)
     if not offset or "reservoirVersion" not in offset:
         return None
     version, index = int(offset["reservoirVersion"]), int(offset.get("index", -1))
@@ -177,11 +160,7 @@ def consumed_through(checkpoint: str) -> int | None:
 def stream_start(checkpoint: str) -> int | None:
     """The first upstream version a restart of the stream reads: the start of its last batch done (Spark
     builds that batch again on restart), or its end when the start is gone. None: no batch done yet."""
-    done = _done_batches(checkpoint)
-    if not done:
-        return None
-    for batch in (done[-1] - 1, done[-1]):
-        offset = _offset(checkpoint, batch) if batch >= 0 else None
+    for offset in (restart_offset(checkpoint), last_offset(checkpoint)):
         if offset and "reservoirVersion" in offset:
             return int(offset["reservoirVersion"])
     return None
@@ -251,11 +230,10 @@ def plan(spec: PipelineSpec, upstream: str, checkpoint: str, table: str, table_c
     changes = scan_changes(upstream, start)
     if changes is None:
         return None
-    deferred_changes = {int(v) for entry in pending.get("deferred") or [] for v in entry.get("changes") or []}
-    applied = (applied_changes(table, upstream) | deferred_changes) if changes else set()
+    deferred = list(pending.get("deferred") or [])
+    applied = applied_changes(table, upstream, deferred) if changes else set()
     seen = bool(changes)
     changes = [c for c in changes if c.version not in applied]
-    deferred = list(pending.get("deferred") or [])
     if not changes and not deferred:
         # changes done already, in the range a restart reads again (Spark builds its last batch anew): skipped
         # (and a marker left by a run killed after its last rebuild's commit: cleared)
@@ -307,10 +285,6 @@ def clear_pending(spark, checkpoint: str) -> None:
         checkpoint_files.delete(spark, f"{checkpoint}/{PENDING_FILE}")
 
 
-def now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
 # --- the rebuild ----------------------------------------------------------------------------------------------
 
 def rebuild(spark, spec: PipelineSpec, settings, follow: Plan, *, table: str, quarantine: str, checkpoint: str,
@@ -330,8 +304,7 @@ def rebuild(spark, spec: PipelineSpec, settings, follow: Plan, *, table: str, qu
             f"the checkpoint {checkpoint} does not say which version of {follow.upstream} its stream has read "
             "through, so the upstream changes cannot be rebuilt at it; the marker "
             f"{PENDING_FILE} stays and the next run rebuilds them")
-    done = applied_changes(real_table, follow.upstream)
-    done |= {int(v) for entry in follow.deferred for v in entry.get("changes") or []}  # their rest is in the marker
+    done = applied_changes(real_table, follow.upstream, follow.deferred)
     changes = [c for c in scan_changes(follow.upstream, follow.start, through) or [] if c.version not in done]
     unfollowed = [c for c in changes if c.kind in ("replace", "other")]
     groups: dict[tuple[str, str, str, str], list[Change]] = {}
