@@ -15,12 +15,13 @@ STAMPS := var/stamps
 export SPARK_LOCAL_IP := 127.0.0.1
 export PYSPARK_PYTHON := $(CURDIR)/$(BIN)/python
 
-.PHONY: help install venv jars airflow-db demo test test-fast bench lock lint chaos chaos-jar jvm-archive clean clean-data airflow-standalone kafka-up kafka-down stack stack-down system-packages
+.PHONY: help install venv jars airflow-db demo test test-fast bench lock lint docs chaos chaos-jar jvm-archive clean clean-data airflow-standalone kafka-up kafka-down stack stack-down system-packages
 
 help:
 	@echo "make demo    install everything, ingest sample data twice through Airflow, show the table"
 	@echo "make test    install everything and run the test suite"
 	@echo "make bench   sluice vs plain Spark, same machine, same run: bench/results/bench.{md,json,png}"
+	@echo "make docs    regenerate docs/spec.md (the spec reference) from the models' field docstrings"
 	@echo "make install the virtualenv (.venv), the jars (var/jars) and the Airflow DB (var/airflow)"
 	@echo "make airflow-standalone   the Airflow UI on http://127.0.0.1:8080 (SQLite, low parallelism)"
 	@echo "make kafka-up / kafka-down  a local Kafka broker (KRaft) on 127.0.0.1:9092 (SLUICE_KAFKA_PORT)"
@@ -38,7 +39,7 @@ $(STAMPS)/venv: pyproject.toml requirements.lock
 	$(BIN)/uv pip install --python $(BIN)/python -q --no-deps -e .
 	# Byte-compile what is installed: uv does not, and with PYTHONDONTWRITEBYTECODE set (as on CI machines)
 	# Python never writes the .pyc itself, so every process (each run's driver, the CLI, Airflow) would
-	# compile its imports from source again: ~1 s of every run (README, Performance).
+	# compile its imports from source again: ~1 s of every run (docs/performance.md).
 	$(BIN)/python -m compileall -q -j 0 $(VENV)/lib/python3.11/site-packages sluice spark_jobs plugins > /dev/null
 	@touch $@
 
@@ -50,6 +51,10 @@ lock: $(STAMPS)/venv
 RUFF_VERSION := 0.14.5
 lint: $(STAMPS)/venv
 	$(BIN)/uvx ruff@$(RUFF_VERSION) check --select F,I sluice spark_jobs include tests plugins dags bench
+
+# docs/spec.md, the spec reference, rendered from the spec models' field docstrings (sluice/spec_reference.py).
+docs: $(STAMPS)/venv
+	$(BIN)/python -m sluice.spec_reference
 
 # Delta + the Kafka connector (var/jars/spark) and the Kafka broker (var/jars/kafka), from pom.xml.
 jars: $(STAMPS)/jars

@@ -36,10 +36,11 @@ from pathlib import Path
 HOME = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(HOME))
 
+from sluice.contract import run_job  # noqa: E402
 from sluice.kafka_broker import create_topic, start_broker, stop_broker  # noqa: E402
 from sluice.settings import load_settings  # noqa: E402
 from sluice.spec import parse_spec  # noqa: E402
-from sluice.submit import build_submit_plan, spark_submit_command  # noqa: E402
+from sluice.submit import build_plan, spark_submit_command  # noqa: E402
 
 BIN = Path(sys.executable).parent
 RESULTS = HOME / "bench" / "results"
@@ -92,7 +93,7 @@ def plain_run(args: list[str], lake: Path, keep: bool = False) -> dict:
     lake.mkdir(parents=True, exist_ok=True)
     settings = load_settings()
     spec = parse_spec({"name": "plain", "source": {"format": "text", "path": "x"}})
-    plan = build_submit_plan("plain.yaml", spec, settings, run_id="bench", summary_file=lake / "unused.json")
+    plan = build_plan(run_job(spec_path="plain.yaml", run_id="bench"), spec, settings, workdir=lake / "unused")
     plain = dataclasses.replace(plan, application=str(HOME / "bench" / "plain_batch.py"), application_args=args,
                                 name="bench-plain")
     command = spark_submit_command(plain, "local[*]")
@@ -183,7 +184,7 @@ def case_p3() -> dict:
     by one run with maxFilesPerTrigger 10, i.e. 1,000 micro-batches, each its own Delta commit and
     checkpoint entry, as 1,000 scheduled runs would leave it."""
     # 10,000 files at BENCH_P3_FILES=10000; the default is 2,000: the history is made at ~1.1 s per micro-batch
-    # (see the README), ~20 minutes for 1,000 batches: beyond make bench's budget with the other cases
+    # (see docs/performance.md), ~20 minutes for 1,000 batches: beyond make bench's budget with the other cases
     history_files = max(100, int(int(os.environ.get("BENCH_P3_FILES", "2000")) * SCALE))
     spec = {"name": "bench_p3", "source": {"format": "json", "path": "landing", "schema": ORDERS_SCHEMA,
                                            "max_files_per_trigger": 10},

@@ -26,7 +26,6 @@ import os
 import shlex
 import sys
 import tempfile
-import time
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -105,34 +104,17 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
 
     from sluice_airflow.kafka_connection import kafka_secret_env
 
+    from sluice.contract import JobRequest
     from sluice.lock import run_lock
-    from sluice.submit import build_submit_plan, env_spark_master
 
-    # Without an Airflow connection to read (the Spark master defined in the environment, as the project
-    # does; no Kafka connection named in the spec), the command is built here and Airflow is not imported.
-    master = None if getattr(spec.source, "connection", None) else env_spark_master(settings.spark_conn_id)
     run_id = "cli__" + datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S") + f"_{os.getpid()}"
+    job = JobRequest(spec_path=str(spec_path), run_id=run_id, run=request)
     # a real run holds the pipeline's lock from before spark-submit to its end: a second run is refused at once
-    lock = run_lock(settings.checkpoint_root, spec.name, {"run_id": run_id}, dry_run=args.dry_run,
-                    backfill=request.backfill is not None)
-    with tempfile.TemporaryDirectory(prefix="sluice-run-") as tmp, lock:
-        started = time.monotonic()
-        # kafka_secret_env reads Airflow only for a spec that names a Kafka connection
-        plan = build_submit_plan(
-            spec_path, spec, settings, trigger=request.trigger, dry_run=request.dry_run, reset=request.reset,
-            run_id=run_id, summary_file=Path(tmp) / "summary.json", secret_env=kafka_secret_env(spec),
-            request=request,
-        )
-        failed = _spark_submit(plan, master) if master is not None else _submit_through_airflow(plan)
-        summary = plan.read_summary()
-    if summary is None:
-        print(f"sluice: spark-submit failed before the run summary was written: {failed}", file=sys.stderr)
-        return 1
-    summary.setdefault("phases_s", {})["spark_submit"] = round(time.monotonic() - started, 3)
-    for warning in quality_warnings(summary):
-        print(f"warning: {warning}", file=sys.stderr)
-    print(json.dumps(summary))
-    return 0 if summary["status"] == "succeeded" and failed is None else 1
+    lock = run_lock(settings.checkpoint_root, spec.name, {"run_id": run_id}, dry_run=job.dry_run,
+                    backfill=job.backfill is not None)
+    # kafka_secret_env reads Airflow only for a spec that names a Kafka connection
+    return _launch(job, spec, settings, lock, secret_env=kafka_secret_env(spec),
+                   airflow_free=not getattr(spec.source, "connection", None))
 
 
 def cmd_maintain(args: argparse.Namespace, settings: Settings) -> int:
@@ -143,85 +125,57 @@ def cmd_maintain(args: argparse.Namespace, settings: Settings) -> int:
               file=sys.stderr)
         return 2
     _apply_env(settings)
+    from sluice.contract import maintain_job
     from sluice.lock import maintenance_lock
-    from sluice.submit import build_maintenance_plan, env_spark_master
 
-    master = env_spark_master(settings.spark_conn_id)
     run_id = "cli_maintain__" + datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S") + f"_{os.getpid()}"
+    job = maintain_job(spec_path=str(spec_path), run_id=run_id, dry_run=args.dry_run)
     lock = (contextlib.nullcontext() if args.dry_run else
             maintenance_lock(settings.checkpoint_root, spec.name, {"run_id": run_id, "mode": "maintenance"}, args.wait))
-    with tempfile.TemporaryDirectory(prefix="sluice-maintain-") as tmp, lock:
-        started = time.monotonic()
-        plan = build_maintenance_plan(spec_path, spec, settings, dry_run=args.dry_run, run_id=run_id,
-                                      summary_file=Path(tmp) / "summary.json")
-        failed = _spark_submit(plan, master) if master is not None else _submit_through_airflow(plan)
-        summary = plan.read_summary()
-    if summary is None:
-        print(f"sluice: spark-submit failed before the maintenance summary was written: {failed}", file=sys.stderr)
-        return 1
-    summary.setdefault("phases_s", {})["spark_submit"] = round(time.monotonic() - started, 3)
-    print(json.dumps(summary))
-    return 0 if summary["status"] == "succeeded" and failed is None else 1
+    return _launch(job, spec, settings, lock)
 
 
-def _spark_submit(plan, master: str) -> str | None:
-    """Run the plan's spark-submit (its output to stderr); None if it succeeded, else what failed.
-    SIGTERM/SIGINT stop the whole spark-submit process tree first."""
-    import signal
-    import subprocess
+def _launch(job, spec, settings: Settings, lock, *, secret_env=None, airflow_free: bool = True) -> int:
+    """Launch the job (:func:`sluice.launcher.launch`); print its summary as the last stdout line. Exit 0 if
+    it succeeded, else 1 (the summary, when the driver wrote one, is printed all the same)."""
+    from sluice.launcher import JobFailed, launch, subprocess_submit
+    from sluice.submit import build_plan, env_spark_master
 
-    from sluice.process import kill_tree
-    from sluice.submit import spark_submit_command
+    # Without an Airflow connection to read (the Spark master defined in the environment, as the project
+    # does; no Kafka connection named in the spec), the command is built here and Airflow is not imported.
+    master = env_spark_master(settings.spark_conn_id) if airflow_free else None
+    if master is None:
+        from sluice_airflow.spark_connection import require_spark_connection
 
-    cmd = spark_submit_command(plan, master)
-    print("Spark-Submit cmd: " + " ".join(cmd), file=sys.stderr, flush=True)  # as the hook logs it
-    proc = subprocess.Popen(cmd, stdout=sys.stderr, env={**os.environ, **plan.env_vars})
+        require_spark_connection(settings.spark_conn_id)
+    submit = subprocess_submit(master) if master is not None else _airflow_submit
+    with tempfile.TemporaryDirectory(prefix=f"sluice-{'maintain' if job.kind == 'maintain' else 'run'}-") as tmp:
+        plan = build_plan(job, spec, settings, workdir=Path(tmp), secret_env=secret_env)
+        try:
+            summary = launch(plan, lock, submit)
+        except JobFailed as failed:
+            if failed.summary is None:
+                print(f"sluice: {failed}", file=sys.stderr)
+                return 1
+            summary = failed.summary
+    data = summary.to_json()
+    if job.kind == "run":
+        for warning in quality_warnings(data):
+            print(f"warning: {warning}", file=sys.stderr)
+    print(json.dumps(data))
+    return 0 if summary.succeeded else 1
 
-    def stop(signum, _frame):
-        kill_tree(proc.pid)
-        raise SystemExit(128 + signum)
 
-    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        code = proc.wait()
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-    return None if code == 0 else f"spark-submit exited with code {code}"
+def _airflow_submit(plan) -> None:
+    """The plan's spark-submit through Airflow's hook: connections from Airflow's database or secrets."""
+    from sluice_airflow.hook import SluiceSubmitHook
 
-
-def _submit_through_airflow(plan):
-    """The same run through Airflow's SparkSubmitHook: connections from Airflow's database or secrets.
-    Returns None if it succeeded, else the hook's error."""
-    from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
-    from airflow.sdk.exceptions import AirflowException
-    from sluice_airflow.spark_connection import require_spark_connection
+    from sluice.launcher import stdout_to_stderr
 
     # after Airflow's import, which configures logging its own way: the hook's lines go to stderr
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr, force=True)
-    require_spark_connection(plan.conn_id)
-    with _stdout_to_stderr():
-        hook = SparkSubmitHook(**plan.hook_kwargs())
-        try:
-            hook.submit(plan.application)
-        except AirflowException as err:
-            return err
-    return None
-
-
-@contextlib.contextmanager
-def _stdout_to_stderr():
-    """Send everything written to stdout (Airflow's structlog writes the hook's lines there) to stderr,
-    at the file-descriptor level, so that stdout carries nothing but the run summary."""
-    sys.stdout.flush()
-    saved = os.dup(1)
-    os.dup2(2, 1)
-    try:
-        yield
-    finally:
-        sys.stdout.flush()
-        os.dup2(saved, 1)
-        os.close(saved)
+    with stdout_to_stderr():
+        SluiceSubmitHook(**plan.hook_kwargs()).submit(plan.application)
 
 
 def cmd_show(args: argparse.Namespace, settings: Settings) -> int:

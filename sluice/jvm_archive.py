@@ -21,20 +21,7 @@ import sys
 from pathlib import Path
 
 from sluice.settings import Settings, load_settings
-
-ARCHIVE_NAME = "spark-driver.jsa"
-
-
-def archive_path(settings: Settings) -> Path:
-    return settings.var_dir / "jvm" / ARCHIVE_NAME
-
-
-def driver_java_options(settings: Settings) -> list[str]:
-    """JVM options of every sluice driver: the archive when there is one."""
-    path = archive_path(settings)
-    if os.environ.get("SLUICE_JVM_ARCHIVE", "").lower() in ("off", "0", "false") or not path.is_file():
-        return []
-    return [f"-XX:SharedArchiveFile={path}", "-Xlog:cds=off", "-Xlog:cds+dynamic=off"]
+from sluice.spark_conf import archive_path
 
 
 def build(settings: Settings) -> Path:

@@ -174,7 +174,7 @@ def append_run(ledger: str, summary: dict[str, Any], attempts: int = 5) -> int:
         try:
             # schema_mode merge: a ledger written by an older sluice gains the new columns
             write_deltalake(ledger, row, mode="append", schema_mode="merge", name="sluice run ledger",
-                            description="one row per sluice run: sluice status, README 'run ledger'")
+                            description="one row per sluice run: sluice status, docs/operations.md")
             break
         except (CommitFailedError, DeltaError):
             # two first runs created the table at the same moment: the loser appends to the winner's table

@@ -7,6 +7,9 @@ session (``spark_jobs.session``), so tests run on the same configuration as real
 from __future__ import annotations
 
 import os
+from pathlib import Path
+
+from sluice.settings import Settings
 
 DELTA_CONF: dict[str, str] = {
     # https://docs.delta.io/latest/quick-start.html#set-up-apache-spark-with-delta-lake
@@ -41,3 +44,20 @@ def default_spark_conf() -> dict[str, str]:
         "spark.sql.sources.parallelPartitionDiscovery.parallelism": str(max(2, cores * 2)),
     }
     return conf
+
+
+# --- the driver's JVM class archive (built by sluice.jvm_archive) ---------------------------------------
+
+ARCHIVE_NAME = "spark-driver.jsa"
+
+
+def archive_path(settings: Settings) -> Path:
+    return settings.var_dir / "jvm" / ARCHIVE_NAME
+
+
+def driver_java_options(settings: Settings) -> list[str]:
+    """JVM options of every sluice driver: the archive when there is one."""
+    path = archive_path(settings)
+    if os.environ.get("SLUICE_JVM_ARCHIVE", "").lower() in ("off", "0", "false") or not path.is_file():
+        return []
+    return [f"-XX:SharedArchiveFile={path}", "-Xlog:cds=off", "-Xlog:cds+dynamic=off"]

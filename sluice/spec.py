@@ -68,7 +68,7 @@ def _ddl_columns(ddl: str) -> list[tuple[str, str]]:
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True, use_attribute_docstrings=True)
 
 
 class Watermark(_Model):
@@ -91,11 +91,13 @@ class ReferenceTable(_Model):
     """A small static table the transform's SQL can join (a stream-static join), read once per run."""
 
     format: Literal["csv", "json", "parquet", "delta"]
+    """The table's format: ``csv``, ``json``, ``parquet`` or ``delta``."""
     path: str
     """Relative to the project folder (``SLUICE_HOME``, e.g. ``include/reference/regions.csv``), or absolute."""
     schema_: str | None = Field(default=None, alias="schema")
     """Spark DDL; required for csv and json (nothing is inferred behind your back)."""
     options: dict[str, OptionValue] = Field(default_factory=dict)
+    """Passed to Spark's reader as they are (``header: true`` for csv, ...)."""
 
     @model_validator(mode="after")
     def _schema(self) -> ReferenceTable:
@@ -110,11 +112,13 @@ class Transform(_Model):
     sql: str | None = None
     """A Spark SQL query reading the temp view ``source``."""
     watermark: Watermark | None = None
+    """``{column, delay}``: the event-time watermark, applied to the source before the SQL."""
     dedupe: list[str] | None = None
     """Drop a row whose values of these columns were seen before, within the watermark's delay (Spark's
     dropDuplicatesWithinWatermark): a re-delivered event is ingested once. Needs ``watermark``."""
     tables: dict[str, ReferenceTable] = Field(default_factory=dict)
-    """Static tables the SQL can read (joins with a reference table), by temp view name."""
+    """Static tables the SQL can read (joins with a reference table), by temp view name:
+    ``{format, path, schema, options}``; relative paths start at the project folder."""
 
     @field_validator("tables")
     @classmethod
@@ -147,6 +151,8 @@ class FileSource(_Model):
     """Files landing in a folder, picked up once each by Spark's file stream source."""
 
     format: FileFormat
+    """``json``, ``csv``, ``parquet`` or ``text`` (one ``value STRING`` column per line). The other source
+    kinds: ``format: kafka`` (see docs/kafka.md) and ``format: delta`` (see docs/chains.md)."""
     path: str
     """Folder of input files: relative to the lake root, or absolute."""
     schema_: str | None = Field(default=None, alias="schema")
@@ -160,7 +166,7 @@ class FileSource(_Model):
     Spark's file source would ignore: ``warn`` (reported in the run summary, the ledger and the log; its new
     content is not ingested), ``fail`` the run before anything is written, or ``reingest`` its records as new
     input, exactly once per version of the file (use a ``merge`` sink with keys so corrected rows replace
-    the old ones; an ``append`` sink keeps both)."""
+    the old ones; an ``append`` sink keeps both). See docs/data-quality.md."""
 
     @field_validator("schema_")
     @classmethod
@@ -189,6 +195,7 @@ class DeltaSource(_Model):
     run reading the commits since the last one, exactly once, with a checkpoint of its own."""
 
     format: Literal["delta"]
+    """``delta``: a Delta table read as a stream (see docs/chains.md)."""
     pipeline: Annotated[str, Field(pattern=NAME_PATTERN)] | None = None
     """The upstream pipeline, by name: its sink table is read (its spec must be in the pipelines folder)."""
     path: str | None = None
@@ -241,6 +248,8 @@ class KafkaValue(_Model):
     format: Literal["json", "string"] = "string"
     """``json``: parse into columns with ``schema``; ``string``: one ``value STRING`` column."""
     schema_: str | None = Field(default=None, alias="schema")
+    """Spark DDL of a ``json`` value's columns (required for ``json``, not allowed for ``string``); it cannot
+    name the columns sluice adds: ``key``, ``topic``, ``partition``, ``offset``, ``timestamp``, ``_rescued``."""
 
     @field_validator("schema_")
     @classmethod
@@ -268,11 +277,13 @@ class KafkaSource(_Model):
     """Kafka topics; each run reads the records that arrived since the last run (offsets in the checkpoint)."""
 
     format: Literal["kafka"]
+    """``kafka``: Kafka topics (see docs/kafka.md)."""
     bootstrap_servers: str | None = None
     """``host:port[,host:port]``. Or name an Airflow ``connection`` instead."""
     connection: str | None = None
     """Airflow connection id holding the brokers (host, port) and security settings (login, password, extra)."""
     topics: list[str] | None = None
+    """The topics to read, e.g. ``[clicks]``; name ``topics`` or a ``subscribe_pattern``, exactly one of them."""
     subscribe_pattern: str | None = None
     """A Java regex of topic names (instead of ``topics``)."""
     starting_offsets: str = "earliest"
@@ -280,6 +291,7 @@ class KafkaSource(_Model):
     max_offsets_per_trigger: Annotated[int, Field(gt=0)] | None = None
     """Rate limit: at most this many records per micro-batch (a run then executes several)."""
     value: KafkaValue = Field(default_factory=KafkaValue)
+    """How to read the record value: ``{format: json, schema: ...}``, or ``{format: string}`` (the default)."""
     options: dict[str, OptionValue] = Field(default_factory=dict)
     """Passed to Spark's Kafka source as they are: ``kafka.*`` client settings and connector options."""
     fail_on_data_loss: bool = True
@@ -338,6 +350,7 @@ class Sink(_Model):
     """``append`` adds each micro-batch's rows; ``complete`` rewrites the table with a stateful query's result;
     ``merge`` upserts each micro-batch into the table by ``keys`` (Delta MERGE)."""
     partition_by: list[str] = Field(default_factory=list)
+    """Partition columns of the table."""
     keys: list[str] = Field(default_factory=list)
     """``merge``: the columns that identify a row (one row per key in the table)."""
     order_by: str | None = None
@@ -370,6 +383,8 @@ class Expectation(_Model):
     """A rule every transformed row should meet, checked on each micro-batch before it is committed."""
 
     name: Annotated[str, Field(pattern=NAME_PATTERN, max_length=100)]
+    """Names the rule in the run summary, the ledger and the quarantine table's ``expectation`` column;
+    unique within the spec."""
     rule: str
     """A Spark SQL boolean over the transformed row, e.g. ``amount > 0``. NULL counts as a violation."""
     on_violation: OnViolation = "warn"
@@ -444,6 +459,7 @@ class Maintenance(_Model):
     """Never below Delta's safety default (168 h = 7 days) unless ``force_retention: true``: a reader, a dry
     run's clone or a time-travel query may still use the older files."""
     force_retention: bool = False
+    """``true`` allows a ``vacuum_retention_hours`` below 168."""
     checkpoint_batches_to_retain: Annotated[int, Field(ge=2)] = 100
     """The checkpoint keeps the offsets and commits of this many batches (Spark's
     ``spark.sql.streaming.minBatchesToRetain``) and drops older ones, so a checkpoint does not grow over
@@ -469,32 +485,45 @@ class PipelineSpec(_Model):
     description: str | None = None
     """Shown as the DAG's documentation in Airflow."""
     schedule: str | AssetSchedule | None = None
-    """Any Airflow schedule (cron, ``@hourly``, ...); ``{asset: <upstream pipeline>}`` to run when that
-    pipeline's table was updated; null = manual runs only."""
+    """Any Airflow schedule (cron, ``@hourly``, ``@daily``, ``@continuous``, ...); ``{asset: <upstream
+    pipeline>}`` to run when that pipeline's table was updated (see docs/chains.md); null = manual runs only."""
     trigger: Trigger = "available_now"
+    """``available_now`` reads everything new, in as many micro-batches as the rate limits make, then runs a
+    no-data batch; ``once`` reads it in ONE micro-batch, ignores rate limits and runs no no-data batch: with a
+    stateful append query, windows the watermark has passed are then written only when new data arrives, not
+    by a run that finds nothing new (``sluice validate`` warns about that combination)."""
     source: Annotated[FileSource | KafkaSource | DeltaSource, Field(discriminator="format")]
+    """Where records come from; its ``format`` picks the kind: files (``json``, ``csv``, ``parquet``,
+    ``text``), ``kafka`` or ``delta``."""
     transform: Transform | None = None
+    """Optional SQL over the source (the temp view ``source``), watermark, dedupe and reference tables;
+    without it the source's rows are written as they are."""
     sink: Sink = Field(default_factory=Sink)
+    """The Delta table the pipeline writes; by default ``<lake root>/<name>``, appended to."""
     checkpoint: str | None = None
     """Checkpoint folder: default ``<checkpoint root>/<name>``; absolute paths allowed."""
     retries: Annotated[int, Field(ge=0)] = 1
     """How often Airflow retries a failed run (safe: a retry resumes from the checkpoint)."""
     retry_delay_seconds: Annotated[int, Field(ge=0)] = 30
+    """Seconds Airflow waits before retrying a failed run."""
     spark_conf: dict[str, OptionValue] = Field(default_factory=dict)
     """Extra ``--conf`` settings for this pipeline's spark-submit (they override sluice's defaults)."""
     on_bad_records: OnBadRecords = "quarantine"
     """A record that does not parse or does not fit the schema (json, csv, Kafka json values): ``quarantine``
     it (raw text, source, error) in the quarantine table; ``fail`` the run before the batch is committed;
-    or ``drop`` it (still counted in the run summary)."""
+    or ``drop`` it (still counted in the run summary). See docs/data-quality.md."""
     quarantine_path: str | None = None
     """The quarantine Delta table: relative to the lake root, or absolute. Default ``_quarantine/<name>``."""
     expectations: list[Expectation] = Field(default_factory=list)
+    """Rules checked on every micro-batch before it is committed (see docs/data-quality.md)."""
     schema_evolution: SchemaEvolution = "rescue"
     """JSON sources, fields the schema does not declare: ``rescue`` keeps them in the ``_rescued`` column
     (JSON text; the table's schema never changes by itself); ``add_columns`` adds them to the table as new
-    columns (types inferred, Delta schema merge); ``fail`` fails the run before the batch is committed."""
+    columns (types inferred, Delta schema merge); ``fail`` fails the run before the batch is committed.
+    Changing ``source.schema`` itself: see docs/data-quality.md."""
     backfill: Backfill | None = None
-    """Lets a backfill run (Airflow backfill, or ``mode: backfill``) rebuild a slice of days of the table."""
+    """Lets a backfill run (Airflow backfill, or ``mode: backfill``) rebuild a slice of days of the table
+    (see docs/operations.md)."""
     maintenance: Maintenance = Field(default_factory=Maintenance)
     """OPTIMIZE and VACUUM by the maintenance DAG, checkpoint history kept."""
 

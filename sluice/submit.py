@@ -1,8 +1,8 @@
-"""One code path from a spec to the spark-submit arguments.
+"""One code path from a job request to the spark-submit arguments.
 
-:func:`build_submit_plan` gives a :class:`SubmitPlan`; the Airflow operator hands its fields to
-``SparkSubmitOperator`` and ``sluice run`` hands the same fields to ``SparkSubmitHook``, so both run
-the very same command, built, masked and logged by the provider's hook.
+:func:`build_plan` gives a :class:`SubmitPlan` for a :class:`sluice.contract.JobRequest`; the Airflow
+operator and ``sluice run`` hand its fields to the provider's ``SparkSubmitHook`` (through
+:func:`sluice.launcher.launch`), so both run the very same command, built, masked and logged by the hook.
 """
 
 from __future__ import annotations
@@ -15,15 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sluice.jvm_archive import driver_java_options
+from sluice.contract import JobRequest, Summary
 from sluice.process import LAUNCHER_ENV, launcher_token
-from sluice.run_request import RunRequest
 from sluice.settings import Settings
-from sluice.spark_conf import default_spark_conf, option_text
-from sluice.spec import PipelineSpec, Trigger
-
-# Kafka client settings from an Airflow connection (SASL/SSL secrets included), base64 JSON, for the driver
-KAFKA_SECRET_ENV = "SLUICE_KAFKA_SECRET_CONFIG"
+from sluice.spark_conf import default_spark_conf, driver_java_options, option_text
+from sluice.spec import PipelineSpec
 
 
 def spark_jobs_dir() -> Path:
@@ -34,9 +30,13 @@ def spark_jobs_dir() -> Path:
     return Path(found.origin).parent
 
 
+APPLICATIONS = {"run": "run_pipeline.py", "maintain": "maintain.py"}
+"""The driver's entry point of each kind of job (both are :mod:`spark_jobs.job` with their own body)."""
+
+
 @dataclass(frozen=True)
 class SubmitPlan:
-    """Everything spark-submit needs for one run. Field names are SparkSubmitHook's arguments."""
+    """Everything spark-submit needs for one job. Field names are SparkSubmitHook's arguments."""
 
     application: str
     application_args: list[str]
@@ -45,13 +45,19 @@ class SubmitPlan:
     name: str
     conn_id: str
     env_vars: dict[str, str] = field(default_factory=dict)
-    summary_file: Path | None = None
+    job: JobRequest | None = None
+    pipeline: str = ""
 
-    def read_summary(self) -> dict[str, Any] | None:
-        """The run summary the Spark job wrote, or None if it wrote none (it died before the end)."""
-        if self.summary_file is None or not self.summary_file.is_file():
+    @property
+    def what(self) -> str:
+        """How messages name the job: ``run`` or ``maintenance``."""
+        return "maintenance" if self.job is not None and self.job.kind == "maintain" else "run"
+
+    def read_summary(self) -> Summary | None:
+        """The summary the Spark job wrote, or None if it wrote none (it died before the end)."""
+        if self.job is None or self.job.summary_file is None:
             return None
-        return json.loads(self.summary_file.read_text(encoding="utf-8"))
+        return Summary.read(self.job.summary_file)
 
     def hook_kwargs(self) -> dict[str, Any]:
         """Arguments for ``SparkSubmitHook`` (the application goes to ``submit()``)."""
@@ -65,75 +71,34 @@ class SubmitPlan:
         }
 
 
-def build_submit_plan(
-    spec_path: str | Path,
-    spec: PipelineSpec,
-    settings: Settings,
-    *,
-    trigger: Trigger | None = None,
-    dry_run: bool = False,
-    reset: bool = False,
-    run_id: str,
-    summary_file: Path,
-    secret_env: dict[str, str] | None = None,
-    airflow: dict[str, Any] | None = None,
-    request: RunRequest | None = None,
-) -> SubmitPlan:
-    """The spark-submit arguments of one run. ``secret_env`` (e.g. Kafka credentials from an Airflow
-    connection) goes into the process environment only: the hook neither logs it nor puts it in the command.
-    ``request`` (validated by :func:`sluice.run_request.run_request`): the run's own rate limits and backfill
-    slice."""
-    jobs = spark_jobs_dir()
-    args = ["--spec", str(Path(spec_path).resolve()), "--trigger", trigger or spec.trigger, "--run-id", run_id]
-    if dry_run:
-        args.append("--dry-run")
-    if reset:
-        args.append("--reset-checkpoint")
-    if request is not None:
-        if request.max_files_per_trigger:
-            args += ["--max-files-per-trigger", str(request.max_files_per_trigger)]
-        if request.max_offsets_per_trigger:
-            args += ["--max-offsets-per-trigger", str(request.max_offsets_per_trigger)]
-        if request.backfill is not None:
-            args += request.backfill.args()
-    if airflow:
-        args += ["--airflow-dag-id", str(airflow["dag_id"]), "--airflow-run-id", str(airflow["dag_run_id"]),
-                 "--airflow-try-number", str(airflow["try_number"])]
-    args += ["--summary-file", str(summary_file)]
+def application(kind: str) -> str:
+    return str(spark_jobs_dir() / APPLICATIONS[kind])
+
+
+def build_plan(job: JobRequest, spec: PipelineSpec, settings: Settings, *, workdir: Path,
+               secret_env: dict[str, str] | None = None) -> SubmitPlan:
+    """The spark-submit of one job: its request written to ``workdir/request.json`` (the driver's only
+    argument), its summary to come in ``workdir/summary.json``. ``secret_env`` (e.g. Kafka credentials from an
+    Airflow connection) goes into the process environment only: the hook neither logs it nor puts it in the
+    command, and the request file never holds it."""
+    job = job.model_copy(update={"spec_path": str(Path(job.spec_path).resolve()),
+                                 "summary_file": str(Path(workdir) / "summary.json")})
+    request_file = job.write(Path(workdir) / "request.json")
+    if job.kind == "maintain":
+        name = f"sluice-maintain-{spec.name}{'-dry-run' if job.dry_run else ''}"
+    else:
+        name = f"sluice-{spec.name}{'-backfill' if job.backfill else ''}{'-dry-run' if job.dry_run else ''}"
     return SubmitPlan(
-        application=str(jobs / "run_pipeline.py"),
-        application_args=args,
+        application=application(job.kind),
+        application_args=["--request", str(request_file)],
         conf=_conf(spec, settings),
         jars=",".join(str(j) for j in settings.spark_jars()),
-        name=f"sluice-{spec.name}{'-backfill' if request and request.backfill else ''}{'-dry-run' if dry_run else ''}",
+        name=name,
         conn_id=settings.spark_conn_id,
         # the driver stops itself if this process (the launcher) is killed: no orphan writer
         env_vars={**spark_env(settings), LAUNCHER_ENV: launcher_token(), **(secret_env or {})},
-        summary_file=summary_file,
-    )
-
-
-def build_maintenance_plan(
-    spec_path: str | Path, spec: PipelineSpec, settings: Settings, *, dry_run: bool = False, run_id: str,
-    summary_file: Path, airflow: dict[str, Any] | None = None,
-) -> SubmitPlan:
-    """The spark-submit arguments of a maintenance run (``spark_jobs/maintain.py``: OPTIMIZE, VACUUM)."""
-    args = ["--spec", str(Path(spec_path).resolve()), "--run-id", run_id]
-    if dry_run:
-        args.append("--dry-run")
-    if airflow:
-        args += ["--airflow-dag-id", str(airflow["dag_id"]), "--airflow-run-id", str(airflow["dag_run_id"]),
-                 "--airflow-try-number", str(airflow["try_number"])]
-    args += ["--summary-file", str(summary_file)]
-    return SubmitPlan(
-        application=str(spark_jobs_dir() / "maintain.py"),
-        application_args=args,
-        conf=_conf(spec, settings),
-        jars=",".join(str(j) for j in settings.spark_jars()),
-        name=f"sluice-maintain-{spec.name}{'-dry-run' if dry_run else ''}",
-        conn_id=settings.spark_conn_id,
-        env_vars={**spark_env(settings), LAUNCHER_ENV: launcher_token()},
-        summary_file=summary_file,
+        job=job,
+        pipeline=spec.name,
     )
 
 

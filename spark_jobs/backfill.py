@@ -22,29 +22,24 @@ from __future__ import annotations
 
 import json
 import time
-from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 from urllib.parse import unquote, urlparse
 
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.types import DateType, StringType, TimestampNTZType, TimestampType
 
 from sluice.run_request import BackfillSlice
 from sluice.settings import Settings
 from sluice.spec import DeltaSource, FileSource, KafkaSource, PipelineSpec
 from spark_jobs import guards
+from spark_jobs.errors import describe_error
+from spark_jobs.slices import BackfillRefused, delta_slice, slice_predicate, write_slice
+from spark_jobs.transform import query_output
 
 BACKFILL_LABEL_COLUMN = "backfill"
 """Quarantine table: the slice (``2026-11-01..2026-11-03``) whose backfill set the row aside; null for
 rows of incremental runs. A backfill replaces its slice's quarantine rows as it replaces the sink's."""
 
-
-class BackfillRefused(guards.GuardRefused):
-    """The backfill cannot run as asked; nothing was written. The message says why and what to do."""
-
-
-# --- the checkpoint, read only ----------------------------------------------------------------------
 
 def _batch_ids(folder: Path) -> list[int]:
     return sorted(int(p.name) for p in folder.iterdir() if p.name.isdigit()) if folder.is_dir() else []
@@ -129,40 +124,6 @@ def _local(path: str) -> str:
     return str(Path(path).resolve()) if "://" not in path else path
 
 
-def slice_predicate(spark: SparkSession, table: str, column: str, slice_: BackfillSlice, *,
-                    what: str = "the sink table") -> str:
-    """The replaceWhere predicate for the slice over the sink's column, by the column's type."""
-    fields = {f.name.lower(): f for f in spark.read.format("delta").load(table).schema.fields}
-    field = fields.get(column.lower())
-    if field is None:
-        raise BackfillRefused(
-            f"backfill.column: {what} {table} has no column {column!r} (it has: "
-            f"{', '.join(f.name for f in fields.values())}); name the column that holds the date of a row"
-        )
-    quoted = "`" + field.name.replace("`", "``") + "`"
-    kind = field.dataType
-    if isinstance(kind, DateType | StringType):
-        if not slice_.whole_days:
-            raise BackfillRefused(
-                f"backfill.column: {field.name} holds dates, but the slice {slice_.label} is not whole days; "
-                "backfill a @daily pipeline, or give a range of days"
-            )
-        first, end = slice_.start.date().isoformat(), slice_.end.date().isoformat()
-        if isinstance(kind, DateType):
-            return f"{quoted} >= DATE'{first}' AND {quoted} < DATE'{end}'"
-        return f"{quoted} >= '{first}' AND {quoted} < '{end}'"  # 'YYYY-MM-DD' text sorts as dates do
-    if isinstance(kind, TimestampType | TimestampNTZType):
-        return (f"{quoted} >= TIMESTAMP'{_ts(slice_.start)}' AND {quoted} < TIMESTAMP'{_ts(slice_.end)}'")
-    raise BackfillRefused(
-        f"backfill.column: {field.name} is {kind.simpleString()}; a backfill slices by a DATE, TIMESTAMP or "
-        "'YYYY-MM-DD' STRING column"
-    )
-
-
-def _ts(value: datetime) -> str:
-    return value.strftime("%Y-%m-%d %H:%M:%S")
-
-
 def read_slice(spark: SparkSession, spec: PipelineSpec, settings: Settings, checkpoint: str, last_batch: int,
                slice_: BackfillSlice, info: dict[str, Any]) -> DataFrame:
     """The slice's input as one batch DataFrame, with the same columns (and bad-record marks) as the
@@ -191,91 +152,6 @@ def read_slice(spark: SparkSession, spec: PipelineSpec, settings: Settings, chec
     return read_source(spark, spec, settings, files=files)
 
 
-def delta_slice(spark: SparkSession, upstream: str, checkpoint: str, column: str, slice_: BackfillSlice,
-                info: dict[str, Any], *, version: int | None = None, predicate: str | None = None) -> DataFrame:
-    """A Delta source's slice: the upstream table's rows of the slice as of the version this pipeline's
-    stream has consumed through (``version``; read from the checkpoint when not given), by ``predicate``
-    (the upstream commit's own) or else by the upstream table's column of the same name."""
-    from spark_jobs.upstream import consumed_through
-
-    if version is None:
-        version = consumed_through(checkpoint)
-        if version is None:
-            raise BackfillRefused(
-                f"the checkpoint {checkpoint} does not say which version of the upstream table {upstream} its "
-                "stream has read through (its last run did not finish its catch-up): run it in mode incremental "
-                "first, then backfill."
-            )
-    if predicate is None:
-        predicate = slice_predicate(spark, upstream, column, slice_, what="the upstream table")
-    info["upstream"] = {"table": upstream, "version": version, "predicate": predicate}
-    return spark.read.format("delta").option("versionAsOf", version).load(upstream).where(predicate)
-
-
-def sql_literal(value: Any) -> str:
-    """A value of a slice column (date, timestamp, text) as a Spark SQL literal."""
-    if isinstance(value, datetime):
-        return f"TIMESTAMP'{_ts(value)}'"
-    if hasattr(value, "isoformat"):
-        return f"DATE'{value.isoformat()}'"
-    return "'" + str(value).replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
-def write_slice(spark: SparkSession, spec: PipelineSpec, df: DataFrame, *, table: str, quarantine: str,
-                run_id: str, slice_: BackfillSlice, column: str, predicate: str, files: list[str] | None = None,
-                metadata: dict[str, Any] | None = None, clip: bool = False, values: list[str] | None = None,
-                on_deferred: Callable[[list[str]], None] | None = None) -> tuple[Any, list[str]]:
-    """Replace the rows of ``table`` matching ``predicate`` (the slice) with what ``df`` gives through the
-    spec's transform, bad-record handling and expectations, in one commit whose metadata names the slice.
-
-    ``clip`` (an aggregation in append mode, which writes each window once, when the watermark passes it):
-    only the values of ``column`` the table already holds are replaced -- a window the stream has not
-    written yet would be written twice; the others are returned (as SQL literals), to rebuild once the
-    stream has written them. ``values``: limit the rebuild to these values (such a deferred rest).
-    ``on_deferred`` gets those before the commit. Returns the writer (its ``stats``) and the values deferred."""
-    from pyspark.sql import functions as F
-
-    from spark_jobs.batch_writer import BatchWriter, Target
-    from spark_jobs.transform import apply_transform
-    from spark_jobs.upstream import SLICE_KEY, slice_metadata
-
-    quoted = "`" + column.replace("`", "``") + "`"
-    deferred: list[str] = []
-    transform = True
-    if values is not None:
-        predicate = f"({predicate}) AND {quoted} IN ({', '.join(values)})" if values else "FALSE"
-    if clip or values is not None:
-        out = apply_transform(df, spec.transform)
-        if "_metadata" in out.columns:
-            out = out.drop("_metadata")
-        transform = False
-        if values is not None:
-            out = out.where(F.expr(predicate))
-        if clip:
-            out = out.persist()
-            held = {sql_literal(r[0]) for r in spark.read.format("delta").load(table).where(predicate)
-                    .select(column).distinct().collect() if r[0] is not None}
-            made = {sql_literal(r[0]) for r in out.select(column).distinct().collect() if r[0] is not None}
-            deferred = sorted(made - held)
-            if deferred:
-                predicate = f"({predicate}) AND {quoted} IN ({', '.join(sorted(held))})" if held else "FALSE"
-                out = out.where(F.expr(predicate)) if held else out.limit(0)
-        df = out
-    if on_deferred is not None:
-        on_deferred(deferred)
-    meta = {SLICE_KEY: slice_metadata(column, slice_, predicate), **(metadata or {})}
-    writer = BatchWriter(spec, Target(table=table, quarantine=quarantine, app_id=None, run_id=run_id,
-                                      checkpoint=None, replace_where=predicate, backfill=slice_.label, files=files,
-                                      commit_metadata=meta), transform=transform)
-    try:
-        if predicate != "FALSE":
-            writer(df, 0)
-    finally:
-        if clip:
-            df.unpersist()
-    return writer, deferred
-
-
 # --- the run --------------------------------------------------------------------------------------------
 
 def run_backfill(spark: SparkSession, spec: PipelineSpec, settings: Settings, options, summary: dict[str, Any],
@@ -284,7 +160,6 @@ def run_backfill(spark: SparkSession, spec: PipelineSpec, settings: Settings, op
     :class:`BackfillRefused`; other failures become ``summary["error"]``. A dry run replaces the slice in
     a shallow clone of the table, in ``scratch``."""
     from spark_jobs.delta_table import current_version
-    from spark_jobs.runner import describe_error
     from spark_jobs.upstream import aggregates
 
     slice_ = options.backfill
@@ -354,9 +229,7 @@ def last_commit_metrics(spark: SparkSession, table: str) -> dict[str, str]:
 def refuse_schema_change(spark: SparkSession, spec: PipelineSpec, table: str, df: DataFrame) -> None:
     """A backfill replaces a slice; the table's schema is the incremental runs' to change (they move rescued
     values into new columns for every row, which a slice cannot): refuse a spec that changes it."""
-    from spark_jobs.runner import _output
-
-    _, _, schema = _output(spark, spec, df)
+    _, _, schema = query_output(spark, spec, df)
     change = guards.check_schema(spark, spec, table=table, schema=schema)
     if change:
         raise BackfillRefused(

@@ -18,9 +18,9 @@ from py4j.protocol import Py4JJavaError
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from sluice.contract import KAFKA_SECRET_ENV
 from sluice.spark_conf import option_text
 from sluice.spec import KafkaSource
-from sluice.submit import KAFKA_SECRET_ENV
 from spark_jobs.records import json_columns, with_bad_columns
 
 

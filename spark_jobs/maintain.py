@@ -1,8 +1,7 @@
 """Maintenance of one pipeline's tables: OPTIMIZE (compact the small files one-shot runs leave) and VACUUM
 (delete the files no version within the retention needs), with a summary of what it did.
 
-    spark-submit ... spark_jobs/maintain.py --spec SPEC.yaml [--dry-run] [--run-id ID] [--summary-file PATH]
-                 [--airflow-dag-id D --airflow-run-id R --airflow-try-number N]
+    spark-submit ... spark_jobs/maintain.py --request REQUEST.json      (the driver shell: spark_jobs.job)
 
 Runs on the sink table and, when it exists, the pipeline's quarantine table. The checkpoint is only looked
 at (its size goes in the summary): the runs themselves keep it bounded
@@ -13,116 +12,67 @@ Exit code 0 = done, 1 = failed, 2 = bad arguments or spec.
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import sys
 import time
-from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from sluice.settings import load_settings
-from sluice.spec import DELTA_SAFE_RETENTION_HOURS, PipelineSpec, SpecError, load_spec
+from sluice.contract import JobRequest
+from sluice.spec import DELTA_SAFE_RETENTION_HOURS, PipelineSpec
+from spark_jobs.errors import describe_error
+from spark_jobs.job import JobFailed, JobRecord, main
 
 RETENTION_CHECK_CONF = "spark.databricks.delta.retentionDurationCheck.enabled"
 VACUUM_LOGGING_CONF = "spark.databricks.delta.vacuum.logging.enabled"
 
 
-@dataclass(frozen=True)
-class MaintenanceOptions:
-    run_id: str = "adhoc"
-    dry_run: bool = False
-    """Report what OPTIMIZE and VACUUM would do (VACUUM DRY RUN), change nothing."""
-    airflow: dict[str, Any] | None = None
-    write_ledger: bool = True
+class MaintenanceFailed(JobFailed):
+    """A maintenance step failed, or the pipeline was busy; ``summary`` says which."""
 
 
-class MaintenanceFailed(RuntimeError):
-    def __init__(self, summary: dict[str, Any]):
-        self.summary = summary
-        super().__init__(summary["error"])
-
-
-def maintain_pipeline(spark, spec: PipelineSpec, settings, options: MaintenanceOptions) -> dict[str, Any]:
+def maintain_pipeline(spark, spec: PipelineSpec, settings, job: JobRequest) -> dict[str, Any]:
     """OPTIMIZE and VACUUM the pipeline's sink and quarantine tables as its ``maintenance:`` section says.
 
     Returns the summary (``files_compacted``, ``bytes_removed`` and a section per table), also appended to
     the ledger; raises :class:`MaintenanceFailed` carrying it if a step failed or the pipeline was busy.
     """
-    from sluice.ledger import append_run
-    from sluice.lock import PipelineBusy, driver_lock
     from spark_jobs.delta_table import current_version
-    from spark_jobs.runner import describe_error
 
-    started = time.time()
     config = spec.maintenance
     table = spec.sink_path(settings)
-    summary: dict[str, Any] = {
-        "pipeline": spec.name,
-        "run_id": options.run_id,
-        "mode": "maintenance",
-        "dry_run": options.dry_run,
-        "status": "running",
-        "started_at": _iso(started),
-        "sink": table,
-        "checkpoint": spec.checkpoint_path(settings),
-        "delta_version_before": current_version(spark, table),
-        "delta_version_after": None,
-        "optimize": config.optimize,
-        "zorder_by": config.zorder_by,
-        "vacuum_retention_hours": config.vacuum_retention_hours if config.vacuum else None,
-        "files_compacted": 0,
-        "files_written": 0,
-        "files_removed": 0,
-        "bytes_removed": 0,
-        "tables": {},
-        "checkpoint_size": checkpoint_size(spec.checkpoint_path(settings)),
-        "airflow": options.airflow,
-        "refused": False,
-        "error": None,
-        "phases_s": {},
-    }
-    holder = {"run_id": options.run_id, "mode": "maintenance", **(options.airflow or {})}
-    lock = None
-    try:
-        if not options.dry_run:
-            lock = driver_lock(settings.checkpoint_root, spec.name, holder).acquire()
-        for role, path in (("sink", table), ("quarantine", spec.quarantine_table_path(settings))):
-            if current_version(spark, path) is None:
-                continue
-            mark = time.monotonic()
-            report = maintain_table(spark, path, spec, dry_run=options.dry_run)
-            summary["tables"][role] = report
-            summary["phases_s"][role] = round(time.monotonic() - mark, 3)
-            summary["files_compacted"] += report.get("optimize", {}).get("files_removed", 0)
-            summary["files_written"] += report.get("optimize", {}).get("files_added", 0)
-            summary["files_removed"] += report.get("vacuum", {}).get("files_deleted", 0)
-            summary["bytes_removed"] += report.get("vacuum", {}).get("bytes_deleted", 0)
-        if not summary["tables"]:
-            summary["note"] = f"{spec.name} has no table yet ({table}): nothing to maintain"
-    except PipelineBusy as busy:
-        summary["error"], summary["refused"] = f"refused: {busy}", True
-    except Exception as err:  # noqa: BLE001 - the summary carries the error; the caller raises
-        summary["error"] = describe_error(err)
-    finally:
-        if lock is not None:
-            lock.release()
-    summary["delta_version_after"] = current_version(spark, table)
-    ended = time.time()
-    summary["ended_at"] = _iso(ended)
-    summary["duration_s"] = round(ended - started, 3)
-    summary["status"] = "failed" if summary["error"] else "succeeded"
-    if options.write_ledger:
+    record = JobRecord(
+        spec, settings, job,
+        sink=table, checkpoint=spec.checkpoint_path(settings),
+        delta_version_before=current_version(spark, table), delta_version_after=None,
+        optimize=config.optimize, zorder_by=config.zorder_by,
+        vacuum_retention_hours=config.vacuum_retention_hours if config.vacuum else None,
+        files_compacted=0, files_written=0, files_removed=0, bytes_removed=0, tables={},
+        checkpoint_size=checkpoint_size(spec.checkpoint_path(settings)),
+    )
+    summary = record.summary
+
+    def body() -> None:
         try:
-            append_run(str(settings.ledger_path), summary)
-            summary["ledger"] = str(settings.ledger_path)
-        except Exception as err:  # noqa: BLE001
-            summary["ledger_error"] = f"could not append to the run ledger {settings.ledger_path}: {describe_error(err)}"
-    if summary["error"]:
-        raise MaintenanceFailed(summary)
-    return summary
+            for role, path in (("sink", table), ("quarantine", spec.quarantine_table_path(settings))):
+                if current_version(spark, path) is None:
+                    continue
+                mark = time.monotonic()
+                report = maintain_table(spark, path, spec, dry_run=job.dry_run)
+                summary["tables"][role] = report
+                summary["phases_s"][role] = round(time.monotonic() - mark, 3)
+                summary["files_compacted"] += report.get("optimize", {}).get("files_removed", 0)
+                summary["files_written"] += report.get("optimize", {}).get("files_added", 0)
+                summary["files_removed"] += report.get("vacuum", {}).get("files_deleted", 0)
+                summary["bytes_removed"] += report.get("vacuum", {}).get("bytes_deleted", 0)
+            if not summary["tables"]:
+                summary["note"] = f"{spec.name} has no table yet ({table}): nothing to maintain"
+        except Exception as err:  # noqa: BLE001 - the summary carries the error; close() raises
+            summary["error"] = describe_error(err)
+
+    record.run(body)
+    summary["delta_version_after"] = current_version(spark, table)
+    return record.close(MaintenanceFailed)
 
 
 def maintain_table(spark, path: str, spec: PipelineSpec, *, dry_run: bool) -> dict[str, Any]:
@@ -205,55 +155,8 @@ def checkpoint_size(checkpoint: str) -> dict[str, int] | None:
     }
 
 
-def _iso(epoch: float) -> str:
-    return datetime.fromtimestamp(epoch, tz=timezone.utc).isoformat()
-
-
-def parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="maintain.py", description=__doc__.splitlines()[0])
-    parser.add_argument("--spec", required=True, help="pipeline spec (YAML)")
-    parser.add_argument("--dry-run", action="store_true", help="report what would be done, change nothing")
-    parser.add_argument("--run-id", default="adhoc", help="recorded in the summary and the ledger")
-    parser.add_argument("--summary-file", type=Path, help="also write the JSON summary here")
-    parser.add_argument("--airflow-dag-id", help="the Airflow ids of the task running this (for the ledger)")
-    parser.add_argument("--airflow-run-id")
-    parser.add_argument("--airflow-try-number", type=int)
-    return parser.parse_args(argv)
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(sys.argv[1:] if argv is None else argv)
-    try:
-        spec = load_spec(args.spec)
-    except SpecError as err:
-        print(f"sluice: invalid spec\n{err}", file=sys.stderr)
-        return 2
-    from spark_jobs.run_pipeline import airflow_ids, watch_launcher
-    from spark_jobs.session import get_session
-
-    airflow = airflow_ids(args)
-    watch_launcher()
-    mark = time.monotonic()
-    spark = get_session(app_name=f"sluice-maintain-{spec.name}")
-    spark.sparkContext.setLogLevel("WARN")
-    session_s = round(time.monotonic() - mark, 3)
-    code = 0
-    try:
-        summary = maintain_pipeline(spark, spec, load_settings(),
-                                    MaintenanceOptions(run_id=args.run_id, dry_run=args.dry_run, airflow=airflow))
-    except MaintenanceFailed as failed:
-        summary, code = failed.summary, 1
-        print(f"sluice: maintenance of {spec.name} failed: {summary['error']}", file=sys.stderr)
-    finally:
-        spark.stop()
-    summary["phases_s"]["session"] = session_s
-    text = json.dumps(summary, default=str)
-    if args.summary_file:
-        args.summary_file.parent.mkdir(parents=True, exist_ok=True)
-        args.summary_file.write_text(text, encoding="utf-8")
-    print(text, flush=True)
-    return code
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    from spark_jobs.job import prefer_installed_pyspark
+
+    prefer_installed_pyspark()
+    sys.exit(main(sys.argv[1:], maintain_pipeline, what="maintenance"))

@@ -6,26 +6,16 @@ import dataclasses
 import shutil
 import tempfile
 import time
-from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from pyspark.sql import SparkSession
 
+from sluice.contract import JobRequest
 from sluice.delta_log import local_path, log_state
-from sluice.ledger import append_run
-from sluice.lock import PipelineBusy, driver_lock
-from sluice.run_request import BackfillSlice
+from sluice.lock import PipelineBusy
 from sluice.settings import Settings
-from sluice.spec import (
-    RESCUED_COLUMN,
-    DeltaSource,
-    FileSource,
-    KafkaSource,
-    PipelineSpec,
-    Trigger,
-)
+from sluice.spec import DeltaSource, FileSource, KafkaSource, PipelineSpec
 from spark_jobs import guards, overwrites, schema_evolution, upstream
 from spark_jobs.batch_writer import BatchWriter, Target, quarantine_pending
 from spark_jobs.delta_table import (
@@ -34,46 +24,23 @@ from spark_jobs.delta_table import (
     current_version,
     txn_version,
 )
+from spark_jobs.errors import describe_error
+from spark_jobs.job import JobFailed, JobRecord
 from spark_jobs.kafka_source import explain_failure
 from spark_jobs.progress import ProgressCollector, batches_of, files_of_batch
-from spark_jobs.records import good_rows
 from spark_jobs.sink import output_mode, start_write, txn_app_id
 from spark_jobs.source import explain_delta_failure, read_stream
-from spark_jobs.transform import apply_transform, register_tables
+from spark_jobs.transform import query_output, register_tables
 
 DRY_RUN_PREFIX = "sluice-dry-run-"
 MIN_BATCHES_TO_RETAIN = "spark.sql.streaming.minBatchesToRetain"
 
 
-@dataclass(frozen=True)
-class RunOptions:
-    trigger: Trigger
-    dry_run: bool = False
-    run_id: str = "adhoc"
-    reset: bool = False
-    """Start a new checkpoint and replace the table's content from the source (``--reset-checkpoint``)."""
-    airflow: dict[str, Any] | None = None
-    """``dag_id``, ``dag_run_id``, ``try_number`` of the Airflow task running this, for the ledger."""
-    write_ledger: bool = True
-    backfill: BackfillSlice | None = None
-    """Rebuild this slice of the table (:mod:`spark_jobs.backfill`) instead of running the stream."""
-
-    @property
-    def mode(self) -> str:
-        if self.backfill is not None:
-            return "backfill"
-        return "dry_run" if self.dry_run else "reset" if self.reset else "incremental"
-
-
-class RunFailed(RuntimeError):
+class RunFailed(JobFailed):
     """The query failed; ``summary`` holds what was known, with ``status: failed`` and the ``error``."""
 
-    def __init__(self, summary: dict[str, Any]):
-        self.summary = summary
-        super().__init__(summary["error"])
 
-
-def run_pipeline(spark: SparkSession, spec: PipelineSpec, settings: Settings, options: RunOptions) -> dict[str, Any]:
+def run_pipeline(spark: SparkSession, spec: PipelineSpec, settings: Settings, job: JobRequest) -> dict[str, Any]:
     """Run the pipeline's query once to completion and return the run summary (also appended to the ledger).
 
     A real run holds the pipeline's driver lock, checks that checkpoint, table and spec belong together
@@ -82,106 +49,45 @@ def run_pipeline(spark: SparkSession, spec: PipelineSpec, settings: Settings, op
     real one), both deleted afterwards: the real checkpoint and table are not touched, and the summary says
     what the next real run would do. Raises :class:`RunFailed` (carrying the summary) if the run fails.
     """
+    spec = _with_rate_limits(spec, job)
     table = spec.sink_path(settings)
     checkpoint = spec.checkpoint_path(settings)
-    started = time.time()
-    summary: dict[str, Any] = {
-        "pipeline": spec.name,
-        "run_id": options.run_id,
-        "mode": options.mode,
-        "trigger": options.trigger,
-        "dry_run": options.dry_run,
-        "status": "running",
-        "started_at": _iso(started),
-        "sink": table,
-        "checkpoint": checkpoint,
-        "checkpoint_id": None,
-        "batches": 0,
-        "input_rows": 0,
-        "output_rows": 0,
-        "delta_version_before": current_version(spark, table),
-        "delta_version_after": None,
-        "micro_batches": [],
-        "skipped_batches": [],
+    record = JobRecord(
+        spec, settings, job,
+        sink=table, checkpoint=checkpoint, checkpoint_id=None, batches=0, input_rows=0, output_rows=0,
+        delta_version_before=current_version(spark, table), delta_version_after=None,
+        micro_batches=[], skipped_batches=[],
         # data quality (spark_jobs.batch_writer): records that did not parse or fit the schema, and where
         # they went; fields beyond the schema kept in _rescued; expectation counts
-        "bad_records": 0,
-        "quarantined_rows": 0,
-        "dropped_rows": 0,
-        "rescued_rows": 0,
-        "expectations": {},
-        "quarantine": spec.quarantine_table_path(settings),
-        "airflow": options.airflow,
-        "refused": False,
-        "error": None,
-        # seconds by phase: prepare (source, transform, guards, table), query, report (batches, commits), ledger
-        "phases_s": {},
-    }
-    lock = None
-    scratch = Path(tempfile.mkdtemp(prefix=DRY_RUN_PREFIX + f"{spec.name}-")) if options.dry_run else None
-    try:
-        if scratch is None:
-            lock = driver_lock(settings.checkpoint_root, spec.name, _holder(options)).acquire()
+        bad_records=0, quarantined_rows=0, dropped_rows=0, rescued_rows=0, expectations={},
+        quarantine=spec.quarantine_table_path(settings),
+    )
+    summary = record.summary
+    scratch = Path(tempfile.mkdtemp(prefix=DRY_RUN_PREFIX + f"{spec.name}-")) if job.dry_run else None
+
+    def body() -> None:
         _list_local_files_on_the_driver(spark, spec, settings)
-        if options.backfill is not None:
+        if job.backfill is not None:
             from spark_jobs.backfill import run_backfill
 
-            run_backfill(spark, spec, settings, options, summary, table, checkpoint, scratch)
+            run_backfill(spark, spec, settings, job, summary, table, checkpoint, scratch)
         else:
-            _run_query(spark, spec, settings, options, summary, table, checkpoint, scratch)
-    except (PipelineBusy, guards.GuardRefused) as refused:
-        summary["error"], summary["refused"] = f"refused: {refused}", True
+            _run_query(spark, spec, settings, job, summary, table, checkpoint, scratch)
+
+    try:
+        record.run(body, refusals=(guards.GuardRefused,))
     finally:
-        if lock is not None:
-            lock.release()
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
-    ended = time.time()
-    summary["ended_at"] = _iso(ended)
-    summary["duration_s"] = round(ended - started, 3)
-    summary["status"] = "failed" if summary["error"] else "succeeded"
-    if options.write_ledger:
-        mark = time.monotonic()
-        try:
-            append_run(str(settings.ledger_path), summary)
-            summary["ledger"] = str(settings.ledger_path)
-            summary["phases_s"]["ledger"] = round(time.monotonic() - mark, 3)
-        except Exception as err:  # noqa: BLE001 - the run's outcome stands; say the ledger row is missing
-            summary["ledger_error"] = f"could not append to the run ledger {settings.ledger_path}: {describe_error(err)}"
-    if summary["error"]:
-        raise RunFailed(summary)
-    return summary
+    return record.close(RunFailed)
 
 
-class ExpectationError(ValueError):
-    """An expectation's rule cannot be evaluated over the transformed rows."""
-
-
-def _output(spark: SparkSession, spec: PipelineSpec, source):
-    """The query's streaming DataFrame, whether the transform runs per batch (stateless) or in the query
-    (stateful), and the schema of the rows the sink gets."""
-    clean = good_rows(source)
-    if spec.is_stateful():
-        query_df = apply_transform(clean, spec.transform)
-        if "_metadata" in query_df.columns:
-            query_df = query_df.drop("_metadata")
-        out = query_df
-    else:
-        query_df = source
-        out = apply_transform(clean, spec.transform)
-        if "_metadata" in out.columns:
-            out = out.drop("_metadata")
-    if spec.schema_evolution == "add_columns" and RESCUED_COLUMN in out.columns:
-        out = out.drop(RESCUED_COLUMN)
-    for expectation in spec.expectations:
-        try:
-            out.selectExpr(f"CAST(({expectation.rule}) AS BOOLEAN)").schema  # noqa: B018 - analysis only
-        except Exception as err:  # noqa: BLE001 - AnalysisException / ParseException
-            raise ExpectationError(
-                f"expectations.{expectation.name}.rule: {expectation.rule!r} is not a Spark SQL boolean over the "
-                f"transformed row (columns: {', '.join(out.columns)}): {describe_error(err)}"
-            ) from None
-    return query_df, spec.is_stateful(), out.schema
+def _with_rate_limits(spec: PipelineSpec, job: JobRequest) -> PipelineSpec:
+    """The run's own rate limit (the DAG's params, sluice run's options) over the spec's."""
+    limits = {"max_files_per_trigger": job.run.max_files_per_trigger,
+              "max_offsets_per_trigger": job.run.max_offsets_per_trigger}
+    limits = {key: value for key, value in limits.items() if value is not None and key in type(spec.source).model_fields}
+    return spec.model_copy(update={"source": spec.source.model_copy(update=limits)}) if limits else spec
 
 
 def _run_query(spark, spec, settings, options, summary, table, checkpoint, scratch) -> None:
@@ -203,12 +109,12 @@ def _run_query(spark, spec, settings, options, summary, table, checkpoint, scrat
         if follow is not None and follow.action != "none":
             summary["upstream_changes"] = follow.summary()
             if follow.action == "reset":
-                options = dataclasses.replace(options, reset=True)
+                options = options.as_reset()
         skip_changes = follow is not None and follow.skips_changes
         promoted_upstream = (follow.promoted or None) if skip_changes else None
         source = read_stream(spark, spec, settings, skip_change_commits=skip_changes)
         register_tables(spark, spec.transform, settings)
-        query_df, stateful, schema = _output(spark, spec, source)
+        query_df, stateful, schema = query_output(spark, spec, source)
         quarantine = summary["quarantine"]
         if scratch is None:
             if not options.reset:
@@ -352,7 +258,7 @@ class OverwrittenFiles(RuntimeError):
     """``on_overwrite: fail`` and landing files were rewritten after they were ingested."""
 
 
-def _run_reingest(spark, spec: PipelineSpec, settings: Settings, options: RunOptions, summary: dict[str, Any],
+def _run_reingest(spark, spec: PipelineSpec, settings: Settings, options: JobRequest, summary: dict[str, Any],
                   target: Target) -> None:
     """The companion query of ``on_overwrite: reingest``: the copies of rewritten files, through the same
     reader, transform and writer into the same tables, with a checkpoint and transaction id of its own."""
@@ -367,7 +273,7 @@ def _run_reingest(spark, spec: PipelineSpec, settings: Settings, options: RunOpt
     spark.streams.addListener(collector)
     writer = query = None
     try:
-        query_df, _, _ = _output(spark, reingest_spec, read_stream(spark, reingest_spec, settings))
+        query_df, _, _ = query_output(spark, reingest_spec, read_stream(spark, reingest_spec, settings))
         writer = BatchWriter(reingest_spec, companion, transform=True,
                              skip_batches=_committed_replay(spark, checkpoint, target.table, companion.app_id))
         query = start_write(query_df, batch_function=writer, checkpoint=checkpoint, trigger=options.trigger,
@@ -456,14 +362,6 @@ def _prepare_dry_run(spark, spec, settings, options, table, checkpoint, target_t
     return cp_id, change
 
 
-def _holder(options: RunOptions) -> dict[str, Any]:
-    return {"run_id": options.run_id, **(options.airflow or {})}
-
-
-def _iso(epoch: float) -> str:
-    return datetime.fromtimestamp(epoch, timezone.utc).isoformat(timespec="seconds")
-
-
 def _fill_batches(spark, summary, collector, query, target_table, target_checkpoint, spec, app_id, stats) -> None:
     reports = batches_of(collector.reports, list(query.recentProgress))
     query_id = str(query.id)
@@ -528,32 +426,3 @@ def _fill_batches(spark, summary, collector, query, target_table, target_checkpo
     added = sorted({c for b in written for c in b.get("added_columns", [])})
     if added:
         summary["added_columns"] = added
-
-
-def describe_error(err: BaseException) -> str:
-    """The error's first line, and its root cause's when that is another one: Spark wraps the cause
-    (a Kafka data-loss check, a schema mismatch) in generic "task failed" / "query terminated" errors."""
-    java = getattr(err, "java_exception", None)
-    if java is not None:
-        # a Py4JJavaError (a failed Spark action inside a micro-batch): its str() is only "An error occurred
-        # while calling o123.collectToPython"; the JVM exception and its root cause say what went wrong
-        headline = _first_line(str(java.toString())) or type(err).__name__
-        root = java
-        while root.getCause() is not None:
-            root = root.getCause()
-        message = " ".join(str(root.toString()).split())
-        return headline if message in headline else f"{headline} Caused by: {message}"
-    headline = _first_line(getattr(err, "desc", None) or str(err)) or type(err).__name__
-    root, cause = None, getattr(err, "_cause", None)
-    while cause is not None:
-        root, cause = cause, getattr(cause, "_cause", None)
-    if root is not None:
-        message = " ".join((getattr(root, "desc", None) or str(root)).split())
-        if message and message not in headline:
-            return f"{headline} Caused by: {message}"
-    return headline
-
-
-def _first_line(text: str) -> str:
-    text = (text or "").strip()
-    return text.splitlines()[0] if text else ""

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from pyspark.sql import SparkSession
 
-from sluice.jvm_archive import driver_java_options
 from sluice.settings import Settings
-from sluice.spark_conf import default_spark_conf
+from sluice.spark_conf import default_spark_conf, driver_java_options
 
 
 def get_session(app_name: str = "sluice") -> SparkSession:

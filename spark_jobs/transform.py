@@ -8,7 +8,9 @@ from pyspark.sql import DataFrame, SparkSession
 
 from sluice.settings import Settings
 from sluice.spark_conf import option_text
-from sluice.spec import Transform
+from sluice.spec import RESCUED_COLUMN, PipelineSpec, Transform
+from spark_jobs.errors import describe_error
+from spark_jobs.records import good_rows
 
 SOURCE_VIEW = "source"
 
@@ -52,3 +54,34 @@ def register_tables(spark: SparkSession, transform: Transform | None, settings: 
         for key, value in table.options.items():
             reader = reader.option(key, option_text(value))
         reader.load(path).createOrReplaceTempView(name)
+
+
+class ExpectationError(ValueError):
+    """An expectation's rule cannot be evaluated over the transformed rows."""
+
+
+def query_output(spark: SparkSession, spec: PipelineSpec, source):
+    """The query's streaming DataFrame, whether the transform runs per batch (stateless) or in the query
+    (stateful), and the schema of the rows the sink gets."""
+    clean = good_rows(source)
+    if spec.is_stateful():
+        query_df = apply_transform(clean, spec.transform)
+        if "_metadata" in query_df.columns:
+            query_df = query_df.drop("_metadata")
+        out = query_df
+    else:
+        query_df = source
+        out = apply_transform(clean, spec.transform)
+        if "_metadata" in out.columns:
+            out = out.drop("_metadata")
+    if spec.schema_evolution == "add_columns" and RESCUED_COLUMN in out.columns:
+        out = out.drop(RESCUED_COLUMN)
+    for expectation in spec.expectations:
+        try:
+            out.selectExpr(f"CAST(({expectation.rule}) AS BOOLEAN)").schema  # noqa: B018 - analysis only
+        except Exception as err:  # noqa: BLE001 - AnalysisException / ParseException
+            raise ExpectationError(
+                f"expectations.{expectation.name}.rule: {expectation.rule!r} is not a Spark SQL boolean over the "
+                f"transformed row (columns: {', '.join(out.columns)}): {describe_error(err)}"
+            ) from None
+    return query_df, spec.is_stateful(), out.schema

@@ -40,14 +40,18 @@ from sluice.spec import DeltaSource, PipelineSpec
 from spark_jobs.delta_table import json_object, local_history
 from spark_jobs.progress import last_offset, restart_offset
 from spark_jobs.schema_evolution import PROMOTED
+from spark_jobs.slices import (
+    SLICE_KEY,
+    consumed_through,
+    delta_slice,
+    slice_predicate,
+    write_slice,
+)
 
 PENDING_FILE = "sluice_upstream_pending"
-SLICE_KEY = "sluice_slice"
 """In a commit's userMetadata: the slice a backfill or a rebuild replaced (column, from, to, predicate)."""
 REBUILD_KEY = "sluice_rebuild"
 """In a rebuild commit's userMetadata: the upstream table, the version read, the change versions covered."""
-END_INDEX_MIN = 2 ** 62
-"""Delta's offset index past the last file of a version (END_INDEX) is near Long.MaxValue."""
 
 _AGGREGATE_RE = re.compile(r"\bgroup\s+by\b|\bdistinct\b", re.IGNORECASE)
 _REPLACE_OPERATIONS = ("REPLACE TABLE", "CREATE OR REPLACE TABLE", "REPLACE TABLE AS SELECT",
@@ -82,12 +86,6 @@ def slice_label(entry: dict[str, str]) -> str:
 
 def slice_of(entry: dict[str, str]) -> BackfillSlice:
     return BackfillSlice.from_args(entry["from"], entry["to"])
-
-
-def slice_metadata(column: str, slice_: BackfillSlice, predicate: str) -> dict[str, str]:
-    """What a backfill's or a rebuild's commit says of its slice (``sluice_slice``), for the pipelines below."""
-    return {"column": column, "from": slice_.start.isoformat(), "to": slice_.end.isoformat(),
-            "label": slice_.label, "predicate": predicate}
 
 
 def _commit(path: Path) -> list[dict[str, Any]]:
@@ -143,19 +141,6 @@ def applied_changes(table: str, upstream: str, deferred: list[dict[str, Any]]) -
 
 
 # --- where the stream stands --------------------------------------------------------------------------------
-
-def consumed_through(checkpoint: str) -> int | None:
-    """The last upstream version the stream has read completely (the end offset of its last batch done):
-    ``reservoirVersion - 1`` at index -1 (nothing of that version read yet). None: no batch done, or a batch
-    that ended inside a version (a run that did not finish its catch-up)."""
-    offset = last_offset(checkpoint)
-    if not offset or "reservoirVersion" not in offset:
-        return None
-    version, index = int(offset["reservoirVersion"]), int(offset.get("index", -1))
-    if index == -1:
-        return version - 1
-    return version if index >= END_INDEX_MIN else None
-
 
 def stream_start(checkpoint: str) -> int | None:
     """The first upstream version a restart of the stream reads: the start of its last batch done (Spark
@@ -293,7 +278,6 @@ def rebuild(spark, spec: PipelineSpec, settings, follow: Plan, *, table: str, qu
     the stream consumed through] rebuilt up there, and the values an aggregation had not written before.
     ``table``/``checkpoint`` are the run's (a dry run's scratch ones); ``real_table`` the pipeline's own
     (whose history says which changes are done). Returns the summary's ``upstream_changes``."""
-    from spark_jobs.backfill import delta_slice, slice_predicate, write_slice
     from spark_jobs.transform import register_tables
 
     report = follow.summary()

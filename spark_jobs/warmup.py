@@ -18,7 +18,8 @@ from sluice.spec import parse_spec
 
 
 def main(scratch: Path) -> int:
-    from spark_jobs.runner import RunOptions, run_pipeline
+    from sluice.contract import run_job
+    from spark_jobs.runner import run_pipeline
     from spark_jobs.session import get_session
 
     lake = scratch / "lake"
@@ -45,8 +46,7 @@ def main(scratch: Path) -> int:
     spark.sparkContext.setLogLevel("ERROR")
     try:
         for spec, dry_run in ((append, False), (append, False), (merge, True), (merge, False)):
-            options = RunOptions(trigger="available_now", dry_run=dry_run, run_id="warmup")
-            summary = run_pipeline(spark, spec, settings, options)
+            summary = run_pipeline(spark, spec, settings, run_job(dry_run=dry_run, run_id="warmup"))
             print(f"warm-up {spec.name}{' (dry run)' if dry_run else ''}: {summary['input_rows']} rows", flush=True)
     finally:
         spark.stop()

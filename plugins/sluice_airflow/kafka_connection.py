@@ -12,8 +12,8 @@ from __future__ import annotations
 import base64
 import json
 
+from sluice.contract import KAFKA_SECRET_ENV
 from sluice.spec import KafkaSource, PipelineSpec
-from sluice.submit import KAFKA_SECRET_ENV
 
 _LOGIN_MODULES = {
     "PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",

@@ -1,4 +1,5 @@
-"""SluicePipelineOperator: runs one sluice pipeline through the provider's SparkSubmitOperator."""
+"""SluicePipelineOperator: runs one sluice job (a pipeline's run, or its maintenance) through the provider's
+SparkSubmitHook."""
 
 from __future__ import annotations
 
@@ -6,21 +7,22 @@ import contextlib
 import json
 import os
 import tempfile
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
-from sluice.lock import PipelineBusy, maintenance_lock, run_lock
-from sluice.process import kill_tree
+from sluice.contract import JobKind, JobRequest, maintain_job
+from sluice.launcher import JobFailed, launch
+from sluice.lock import maintenance_lock, run_lock
 from sluice.quality import quality_warnings
 from sluice.run_request import RunRequestError, run_request
 from sluice.settings import load_settings
 from sluice.spec import load_spec
-from sluice.submit import build_maintenance_plan, build_submit_plan, spark_jobs_dir
+from sluice.submit import APPLICATIONS, application, build_plan
+from sluice_airflow.hook import SluiceSubmitHook
 from sluice_airflow.kafka_connection import kafka_secret_env
 from sluice_airflow.spark_connection import require_spark_connection
 
@@ -80,33 +82,76 @@ def event_extra(summary: dict[str, Any]) -> dict[str, Any]:
     return extra
 
 
-class SluicePipelineOperator(SparkSubmitOperator):
-    """Run the pipeline of ``spec_path`` once (one one-shot streaming query) and return its run summary.
+class SluicePipelineOperator(BaseOperator):
+    """Run the pipeline of ``spec_path`` once (one one-shot streaming query) and return its run summary; with
+    ``kind="maintain"``, OPTIMIZE and VACUUM its tables instead and return the maintenance summary.
 
-    The spark-submit arguments come from :func:`sluice.submit.build_submit_plan`, the code path
-    ``sluice run`` uses too. The run summary is logged and returned (so it is the task's XCom value).
+    The spark-submit comes from :func:`sluice.submit.build_plan` and runs through
+    :func:`sluice.launcher.launch` with the provider's hook (:class:`SluiceSubmitHook`): the code path
+    ``sluice run`` uses too. The summary is logged and returned (so it is the task's XCom value).
 
     :param spec_path: the pipeline's YAML spec (re-read at run time).
+    :param kind: ``run`` (the default) or ``maintain``.
     :param trigger: override the spec's trigger (``available_now`` or ``once``).
+    :param lock_wait_seconds: maintenance waits this long for a running run of the pipeline to finish.
     """
 
-    template_fields: Sequence[str] = (*SparkSubmitOperator.template_fields, "spec_path", "trigger")
+    template_fields: Sequence[str] = ("spec_path", "trigger")
     ui_color = "#9ad0f5"
 
-    def __init__(self, *, spec_path: str, trigger: str | None = None, **kwargs: Any) -> None:
-        settings = load_settings()
-        kwargs.setdefault("conn_id", settings.spark_conn_id)
-        kwargs.setdefault("name", f"sluice-{Path(spec_path).stem}")
-        super().__init__(application=str(spark_jobs_dir() / "run_pipeline.py"), **kwargs)
+    def __init__(self, *, spec_path: str, kind: JobKind = "run", trigger: str | None = None,
+                 lock_wait_seconds: float = 1800, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        if kind not in APPLICATIONS:
+            raise ValueError(f"kind: {kind!r} is not allowed; use one of: {', '.join(APPLICATIONS)}")
         self.spec_path = spec_path
+        self.kind = kind
         self.trigger = trigger
+        self.lock_wait_seconds = lock_wait_seconds
+        self.hook: SluiceSubmitHook | None = None
+        if kind == "maintain":
+            self.ui_color = "#c9e3b5"
+
+    @property
+    def application(self) -> str:
+        """The driver's entry point this task spark-submits."""
+        return application(self.kind)
 
     def execute(self, context: Any) -> dict[str, Any]:
         settings = load_settings()
         spec = load_spec(self.spec_path)
+        ti = context["ti"]
+        airflow = {"dag_id": ti.dag_id, "dag_run_id": context["run_id"], "try_number": ti.try_number}
+        run_id = f"{context['run_id']}#{ti.try_number}"
+        if self.kind == "maintain":
+            job = maintain_job(spec_path=self.spec_path, run_id=run_id, dry_run=is_dry_run(), airflow=airflow)
+            lock = (contextlib.nullcontext() if job.dry_run else
+                    maintenance_lock(settings.checkpoint_root, spec.name, {**airflow, "run_id": run_id,
+                                                                           "mode": "maintenance"},
+                                     self.lock_wait_seconds))
+        else:
+            job = JobRequest(spec_path=self.spec_path, run_id=run_id, airflow=airflow,
+                             run=self._run_request(spec, context))
+            lock = run_lock(settings.checkpoint_root, spec.name, airflow, dry_run=job.dry_run,
+                            backfill=job.backfill is not None)
+        with tempfile.TemporaryDirectory(prefix=f"sluice-{'maintain' if self.kind == 'maintain' else 'run'}-") as tmp:
+            plan = build_plan(job, spec, settings, workdir=Path(tmp),
+                              secret_env=kafka_secret_env(spec) if self.kind == "run" else None)
+            require_spark_connection(plan.conn_id)
+            self.hook = SluiceSubmitHook(**plan.hook_kwargs())
+            self._log_request(spec, job)
+            try:
+                summary = launch(plan, lock, lambda p: self.hook.submit(p.application))
+            except JobFailed as failed:
+                if failed.cause is not None and (failed.summary is None or not failed.summary.error):
+                    raise failed.cause from None  # spark-submit's own failure, as the provider reports it
+                raise SluiceRunFailed(str(failed)) from failed.cause
+        return self._report(spec, job, summary, context)
+
+    def _run_request(self, spec, context: Any):
         params = context.get("params") or {}
         try:
-            request = run_request(
+            return run_request(
                 spec, mode=params.get("mode"), trigger=self.trigger or params.get("trigger"),
                 max_files_per_trigger=params.get("max_files_per_trigger"),
                 max_offsets_per_trigger=params.get("max_offsets_per_trigger"),
@@ -115,135 +160,59 @@ class SluicePipelineOperator(SparkSubmitOperator):
             )
         except RunRequestError as err:
             raise InvalidRunRequest(f"{spec.name}: {err}") from None
-        dry_run, reset = request.dry_run, request.reset
-        ti = context["ti"]
-        airflow = {"dag_id": ti.dag_id, "dag_run_id": context["run_id"], "try_number": ti.try_number}
-        run_id = f"{context['run_id']}#{ti.try_number}"
-        lock = run_lock(settings.checkpoint_root, spec.name, airflow, dry_run=dry_run,
-                        backfill=request.backfill is not None)
-        with tempfile.TemporaryDirectory(prefix="sluice-run-") as tmp:
-            plan = build_submit_plan(
-                self.spec_path, spec, settings, trigger=request.trigger, dry_run=dry_run, reset=reset,
-                run_id=run_id, summary_file=Path(tmp) / "summary.json", secret_env=kafka_secret_env(spec),
-                airflow=airflow, request=request,
-            )
-            self._use_plan(plan)
-            if request.backfill is not None:
-                self.log.info("backfill of %s: rebuilds the rows with %s in %s; the checkpoint is not touched",
-                              spec.name, spec.backfill.column, request.backfill.label)
-            if dry_run:
-                self.log.info("dry run (%s): checkpoint and table are not touched",
-                              "AIRFLOW_TEST_MODE is set" if is_dry_run() else "mode=dry_run")
-            if reset:
-                self.log.warning("mode=reset: a new checkpoint; the table's content is replaced from the source")
-            started = time.monotonic()
-            try:
-                with lock:
-                    super().execute(context)
-            except PipelineBusy as busy:
-                raise SluiceRunFailed(str(busy)) from None
-            except AirflowException as err:
-                summary = plan.read_summary()
-                if summary and summary.get("error"):
-                    raise SluiceRunFailed(f"run of {spec.name} failed: {summary['error']}") from err
-                raise
-            summary = plan.read_summary()
-        if summary is None:
-            raise SluiceRunFailed(f"run of {spec.name} wrote no run summary; see the Spark output above")
-        # the whole spark-submit, seen from the task: what the task adds is its wall time minus this
-        summary.setdefault("phases_s", {})["spark_submit"] = round(time.monotonic() - started, 3)
-        self.log.info(
-            "sluice %s%s: %s batches, %s rows in, %s rows out, Delta version %s -> %s",
-            spec.name, " (dry run)" if dry_run else "", summary["batches"], summary["input_rows"],
-            summary["output_rows"], summary["delta_version_before"], summary["delta_version_after"],
-        )
-        for warning in quality_warnings(summary):
+
+    def _log_request(self, spec, job: JobRequest) -> None:
+        if job.kind == "maintain":
+            return
+        if job.backfill is not None:
+            self.log.info("backfill of %s: rebuilds the rows with %s in %s; the checkpoint is not touched",
+                          spec.name, spec.backfill.column, job.backfill.label)
+        if job.dry_run:
+            self.log.info("dry run (%s): checkpoint and table are not touched",
+                          "AIRFLOW_TEST_MODE is set" if is_dry_run() else "mode=dry_run")
+        if job.reset:
+            self.log.warning("mode=reset: a new checkpoint; the table's content is replaced from the source")
+
+    def _report(self, spec, job: JobRequest, summary, context: Any) -> dict[str, Any]:
+        """Log the summary, decide the Asset event; the summary's JSON is the task's XCom value."""
+        data = summary.to_json()
+        if job.kind == "maintain":
+            self.log.info("sluice maintenance of %s%s: %s", spec.name,
+                          " (dry run: nothing changed)" if job.dry_run else "", summary.headline())
+            if summary.note:
+                self.log.info("%s", summary.note)
+            self.log.info("maintenance summary: %s", json.dumps(data))
+            return data
+        self.log.info("sluice %s%s: %s", spec.name, " (dry run)" if job.dry_run else "", summary.headline())
+        for warning in quality_warnings(data):
             self.log.warning("%s", warning)
-        if self.outlets and not table_changed(summary):
+        if self.outlets and not table_changed(data):
             # the sink table's Asset is this task's outlet: a run that changed nothing must not wake the
             # pipelines scheduled on it (Airflow emits an event for every outlet of a successful task)
             self.log.info("no new rows in the table: no Asset event for %s", ", ".join(a.name for a in self.outlets))
             self.outlets = []
-        elif self.outlets and event_extra(summary):
+        elif self.outlets and event_extra(data):
             for asset in self.outlets:
-                context["outlet_events"][asset].extra = event_extra(summary)
-        if summary.get("ledger_error"):
-            self.log.warning("%s", summary["ledger_error"])
-        self.log.info("run summary: %s", json.dumps(summary))
-        return summary
-
-    def _use_plan(self, plan) -> None:
-        """Hand the plan's fields to SparkSubmitOperator, whose hook builds, logs and runs the command."""
-        require_spark_connection(plan.conn_id)
-        self.application = plan.application
-        self.application_args = plan.application_args
-        self.conf = plan.conf
-        self.jars = plan.jars
-        self.name = plan.name
-        self.env_vars = plan.env_vars
-        self._conn_id = plan.conn_id
+                context["outlet_events"][asset].extra = event_extra(data)
+        if summary.ledger_error:
+            self.log.warning("%s", summary.ledger_error)
+        self.log.info("run summary: %s", json.dumps(data))
+        return data
 
     def on_kill(self) -> None:
-        """Kill the whole spark-submit process tree (the JVM and the Python driver under it), not only the
-        spark-submit process the provider knows: no orphan writer may keep running beside the retry."""
-        process = getattr(getattr(self, "_hook", None), "_submit_sp", None)
-        if process is not None and process.poll() is None:
-            killed = kill_tree(process.pid)
-            self.log.info("on_kill: killed the spark-submit process tree %s", killed)
-        super().on_kill()
+        """Kill the whole spark-submit process tree (:class:`SluiceSubmitHook`)."""
+        if self.hook is not None:
+            self.hook.on_kill()
 
 
 class SluiceMaintenanceOperator(SluicePipelineOperator):
-    """OPTIMIZE and VACUUM the tables of the pipeline of ``spec_path`` (``spark_jobs/maintain.py``) and return
-    the maintenance summary (files compacted, bytes removed) as the task's XCom value.
+    """``SluicePipelineOperator(kind="maintain")``: OPTIMIZE and VACUUM the tables of the pipeline of
+    ``spec_path`` (``spark_jobs/maintain.py``) and return the maintenance summary (files compacted, bytes
+    removed) as the task's XCom value.
 
     Holds the pipeline's lock like a run, but waits up to ``lock_wait_seconds`` for a running run to finish
     instead of failing. Under ``airflow tasks test`` it is a dry run (VACUUM DRY RUN; nothing changes).
     """
 
-    ui_color = "#c9e3b5"
-
     def __init__(self, *, spec_path: str, lock_wait_seconds: float = 1800, **kwargs: Any) -> None:
-        kwargs.setdefault("name", f"sluice-maintain-{Path(spec_path).stem}")
-        super().__init__(spec_path=spec_path, **kwargs)
-        self.application = str(spark_jobs_dir() / "maintain.py")
-        self.lock_wait_seconds = lock_wait_seconds
-
-    def execute(self, context: Any) -> dict[str, Any]:
-        settings = load_settings()
-        spec = load_spec(self.spec_path)
-        dry_run = is_dry_run()
-        ti = context["ti"]
-        airflow = {"dag_id": ti.dag_id, "dag_run_id": context["run_id"], "try_number": ti.try_number}
-        run_id = f"{context['run_id']}#{ti.try_number}"
-        lock = (contextlib.nullcontext() if dry_run else
-                maintenance_lock(settings.checkpoint_root, spec.name, {**airflow, "run_id": run_id,
-                                                                       "mode": "maintenance"}, self.lock_wait_seconds))
-        with tempfile.TemporaryDirectory(prefix="sluice-maintain-") as tmp:
-            plan = build_maintenance_plan(self.spec_path, spec, settings, dry_run=dry_run, run_id=run_id,
-                                          summary_file=Path(tmp) / "summary.json", airflow=airflow)
-            self._use_plan(plan)
-            started = time.monotonic()
-            try:
-                with lock:
-                    SparkSubmitOperator.execute(self, context)
-            except PipelineBusy as busy:
-                raise SluiceRunFailed(str(busy)) from None
-            except AirflowException as err:
-                summary = plan.read_summary()
-                if summary and summary.get("error"):
-                    raise SluiceRunFailed(f"maintenance of {spec.name} failed: {summary['error']}") from err
-                raise
-            summary = plan.read_summary()
-        if summary is None:
-            raise SluiceRunFailed(f"maintenance of {spec.name} wrote no summary; see the Spark output above")
-        summary.setdefault("phases_s", {})["spark_submit"] = round(time.monotonic() - started, 3)
-        self.log.info(
-            "sluice maintenance of %s%s: OPTIMIZE compacted %s files into %s, VACUUM removed %s files (%s bytes)",
-            spec.name, " (dry run: nothing changed)" if dry_run else "", summary["files_compacted"],
-            summary["files_written"], summary["files_removed"], summary["bytes_removed"],
-        )
-        if summary.get("note"):
-            self.log.info("%s", summary["note"])
-        self.log.info("maintenance summary: %s", json.dumps(summary))
-        return summary
+        super().__init__(spec_path=spec_path, kind="maintain", lock_wait_seconds=lock_wait_seconds, **kwargs)

@@ -12,7 +12,7 @@ from sluice_airflow.kafka_connection import (
     kafka_secret_env,
 )
 
-from sluice.submit import KAFKA_SECRET_ENV
+from sluice.contract import KAFKA_SECRET_ENV
 from tests.helpers import make_spec
 
 

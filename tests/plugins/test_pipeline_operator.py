@@ -41,9 +41,12 @@ def test_airflow_test_mode_means_dry_run(monkeypatch, value, expected):
 def test_operator_holds_arguments_only(lake):
     op = SluicePipelineOperator(task_id="ingest", spec_path="/specs/orders.yaml")
     assert op.spec_path == "/specs/orders.yaml"
-    assert op._conn_id == "sluice_spark"
     assert op.application.endswith("spark_jobs/run_pipeline.py")
     assert "spec_path" in op.template_fields
+    maintain = SluicePipelineOperator(task_id="maintain", spec_path="/specs/orders.yaml", kind="maintain")
+    assert maintain.application.endswith("spark_jobs/maintain.py")
+    with pytest.raises(ValueError, match="kind: 'compact' is not allowed; use one of: run, maintain"):
+        SluicePipelineOperator(task_id="x", spec_path="/specs/orders.yaml", kind="compact")
 
 
 def test_a_rebuild_after_an_upstream_correction_is_a_table_change_whose_event_names_the_slices():

@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
+from sluice.contract import JobRequest, maintain_job, run_job
 from sluice.submit import (
-    build_submit_plan,
+    build_plan,
     env_spark_master,
     spark_jobs_dir,
     spark_submit_command,
@@ -27,10 +28,8 @@ def test_plan_gives_the_hook_the_exact_command(lake, spark_conn, tmp_path):
     # Given a spec with a per-pipeline Spark setting
     data = orders_spec(spark_conf={"spark.sql.shuffle.partitions": 3})
     spec_path = write_spec(lake.pipelines_dir, data)
-    plan = build_submit_plan(
-        spec_path, make_spec(data), lake, trigger="once", dry_run=True, run_id="r1",
-        summary_file=tmp_path / "s.json",
-    )
+    plan = build_plan(run_job(spec_path=str(spec_path), trigger="once", dry_run=True, run_id="r1"), make_spec(data),
+                      lake, workdir=tmp_path)
     # When the provider's hook builds the command from it
     command = SparkSubmitHook(**plan.hook_kwargs())._build_spark_submit_command(plan.application)
     # Then: master from the connection, Delta jars and conf, the job and its arguments
@@ -43,21 +42,28 @@ def test_plan_gives_the_hook_the_exact_command(lake, spark_conn, tmp_path):
     assert any(Path(j).name.startswith("delta-spark_4.2_2.13-") for j in jars)
     assert command[command.index("--name") + 1] == "sluice-orders-dry-run"
     app = command.index(str(spark_jobs_dir() / "run_pipeline.py"))
-    assert command[app + 1:] == [
-        "--spec", str(spec_path), "--trigger", "once", "--run-id", "r1", "--dry-run",
-        "--summary-file", str(tmp_path / "s.json"),
-    ]
+    # ONE argument: the request file, which holds the whole validated request
+    assert command[app + 1:] == ["--request", str(tmp_path / "request.json")]
+    job = JobRequest.read(tmp_path / "request.json")
+    assert (job.kind, job.spec_path, job.trigger, job.dry_run, job.run_id, job.mode) == (
+        "run", str(spec_path.resolve()), "once", True, "r1", "dry_run")
+    assert job.summary_file == str(tmp_path / "summary.json")
+
+
+def test_a_maintenance_plan_runs_the_maintenance_entry_point(lake, tmp_path):
+    plan = build_plan(maintain_job(spec_path="x.yaml", run_id="m1", dry_run=True), make_spec(orders_spec()), lake,
+                      workdir=tmp_path)
+    assert plan.application == str(spark_jobs_dir() / "maintain.py")
+    assert plan.name == "sluice-maintain-orders-dry-run"
+    assert (JobRequest.read(tmp_path / "request.json").mode, plan.what) == ("maintenance", "maintenance")
 
 
 def test_plan_passes_resolved_roots_to_the_driver(lake, tmp_path):
-    plan = build_submit_plan(
-        "x.yaml", make_spec(orders_spec()), lake, run_id="r", summary_file=tmp_path / "s.json"
-    )
+    plan = build_plan(run_job(spec_path="x.yaml", run_id="r"), make_spec(orders_spec()), lake, workdir=tmp_path)
     assert plan.env_vars["SLUICE_LAKE_ROOT"] == str(lake.lake_root)
     assert plan.env_vars["SLUICE_CHECKPOINT_ROOT"] == str(lake.checkpoint_root)
     assert plan.env_vars["SPARK_LOCAL_IP"] == "127.0.0.1"
-    assert "--dry-run" not in plan.application_args
-    assert plan.application_args[plan.application_args.index("--trigger") + 1] == "available_now"
+    assert (plan.job.dry_run, plan.job.trigger, plan.name) == (False, "available_now", "sluice-orders")
 
 
 def test_missing_jars_is_a_clear_error(lake, monkeypatch, tmp_path):
@@ -65,7 +71,7 @@ def test_missing_jars_is_a_clear_error(lake, monkeypatch, tmp_path):
     from sluice.settings import load_settings
 
     with pytest.raises(FileNotFoundError, match=r"Delta's jars are missing from .*nojars/spark: run `make jars`"):
-        build_submit_plan("x.yaml", make_spec(orders_spec()), load_settings(), run_id="r", summary_file=tmp_path / "s")
+        build_plan(run_job(spec_path="x.yaml"), make_spec(orders_spec()), load_settings(), workdir=tmp_path)
 
 
 @pytest.mark.parametrize("conn, master", [
@@ -78,8 +84,8 @@ def test_sluice_run_builds_the_hooks_command_without_airflow(lake, monkeypatch, 
     # Given a Spark connection defined in the environment, as the project defines it
     monkeypatch.setenv("AIRFLOW_CONN_SLUICE_SPARK", conn)
     data = orders_spec(spark_conf={"spark.sql.shuffle.partitions": 3})
-    plan = build_submit_plan(write_spec(lake.pipelines_dir, data), make_spec(data), lake, run_id="r1",
-                             summary_file=tmp_path / "s.json")
+    plan = build_plan(run_job(spec_path=str(write_spec(lake.pipelines_dir, data)), run_id="r1"), make_spec(data),
+                      lake, workdir=tmp_path)
     # When sluice resolves the master and builds the command itself
     resolved = env_spark_master("sluice_spark")
     # Then it is exactly the command Airflow's hook builds from the same connection
@@ -106,8 +112,7 @@ def test_drivers_map_the_jvm_class_archive_when_there_is_one(lake, monkeypatch, 
     from sluice.jvm_archive import archive_path
 
     def java_options():
-        plan = build_submit_plan("x.yaml", make_spec(orders_spec()), settings, run_id="r",
-                                 summary_file=tmp_path / "s")
+        plan = build_plan(run_job(spec_path="x.yaml"), make_spec(orders_spec()), settings, workdir=tmp_path / "w")
         return plan.conf["spark.driver.extraJavaOptions"].split()
 
     monkeypatch.setenv("SLUICE_HOME", str(tmp_path))  # a project folder without the archive

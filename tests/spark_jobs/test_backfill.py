@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from sluice.contract import run_job
 from sluice.run_request import run_request
-from spark_jobs.runner import RunFailed, RunOptions, run_pipeline
+from spark_jobs.runner import RunFailed, run_pipeline
 from tests.helpers import (
     delta_version,
     files_under,
@@ -47,7 +48,7 @@ def run(spark, spec, lake, backfill: tuple[str, str] | None = None, dry_run: boo
     slice_ = None
     if backfill:
         slice_ = run_request(spec, mode="backfill", backfill_from=backfill[0], backfill_to=backfill[1]).backfill
-    options = RunOptions(trigger="available_now", run_id="bf" if backfill else "inc", write_ledger=False,
+    options = run_job(trigger="available_now", run_id="bf" if backfill else "inc", write_ledger=False,
                          backfill=slice_, dry_run=dry_run)
     return run_pipeline(spark, spec, lake, options)
 

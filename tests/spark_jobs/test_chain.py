@@ -9,7 +9,8 @@ from datetime import datetime
 
 import pytest
 
-from spark_jobs.runner import RunFailed, RunOptions, run_pipeline
+from sluice.contract import run_job
+from spark_jobs.runner import RunFailed, run_pipeline
 from tests.helpers import make_spec, write_lines, write_spec
 
 BRONZE = {
@@ -47,7 +48,7 @@ def order(i: int, ts: str, customer: str, amount: float) -> str:
 
 
 def run(spark, spec, lake) -> dict:
-    return run_pipeline(spark, spec, lake, RunOptions(trigger="available_now", run_id="t", write_ledger=False))
+    return run_pipeline(spark, spec, lake, run_job(trigger="available_now", run_id="t", write_ledger=False))
 
 
 def rows(spark, spec, lake) -> list[tuple]:

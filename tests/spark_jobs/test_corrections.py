@@ -11,8 +11,9 @@ from datetime import date
 
 import pytest
 
+from sluice.contract import run_job
 from sluice.run_request import run_request
-from spark_jobs.runner import RunOptions, run_pipeline
+from spark_jobs.runner import run_pipeline
 from spark_jobs.upstream import PENDING_FILE
 from tests.helpers import make_spec, write_lines, write_spec
 
@@ -63,7 +64,7 @@ def run(spark, spec, lake, backfill: tuple[str, str] | None = None, dry_run: boo
     slice_ = None
     if backfill:
         slice_ = run_request(spec, mode="backfill", backfill_from=backfill[0], backfill_to=backfill[1]).backfill
-    return run_pipeline(spark, spec, lake, RunOptions(trigger="available_now", run_id="t", write_ledger=False,
+    return run_pipeline(spark, spec, lake, run_job(trigger="available_now", run_id="t", write_ledger=False,
                                                       backfill=slice_, dry_run=dry_run))
 
 
@@ -196,7 +197,7 @@ def test_a_window_not_written_yet_is_rebuilt_once_written_and_an_upstream_reset_
     assert "upstream_changes" not in run(spark, gold, lake)
 
     # bronze reset (with the fixed transform): silver and gold are rebuilt whole
-    run_pipeline(spark, fixed, lake, RunOptions(trigger="available_now", run_id="r", write_ledger=False, reset=True))
+    run_pipeline(spark, fixed, lake, run_job(trigger="available_now", run_id="r", write_ledger=False, reset=True))
     summary = run(spark, silver, lake)
     assert summary["upstream_changes"]["action"] == "reset"
     assert "changed rows without naming a slice: this table is rebuilt whole" in summary["upstream_changes"]["reason"]

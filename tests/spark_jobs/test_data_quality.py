@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from sluice.contract import run_job
 from spark_jobs import batch_writer, runner
-from spark_jobs.runner import RunFailed, RunOptions, run_pipeline
+from spark_jobs.runner import RunFailed, run_pipeline
 from tests.helpers import (
     delta_version,
     make_spec,
@@ -23,7 +24,7 @@ from tests.helpers import (
 
 
 def run(spark, spec, lake, **options) -> dict:
-    return run_pipeline(spark, spec, lake, RunOptions(trigger=spec.trigger, run_id=options.pop("run_id", "t"),
+    return run_pipeline(spark, spec, lake, run_job(trigger=spec.trigger, run_id=options.pop("run_id", "t"),
                                                       write_ledger=False, **options))
 
 

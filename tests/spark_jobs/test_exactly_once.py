@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from sluice.contract import run_job
 from sluice.lock import PipelineBusy, driver_lock
 from spark_jobs.guards import CHECKPOINT_PROPERTY, PIPELINE_PROPERTY, checkpoint_id
-from spark_jobs.runner import RunFailed, RunOptions, run_pipeline
+from spark_jobs.runner import RunFailed, run_pipeline
 from tests.helpers import (
     delta_version,
     make_spec,
@@ -29,7 +30,7 @@ CDC_SCHEMA = "id BIGINT, version BIGINT, status STRING, op STRING"
 
 
 def run(spark, spec, lake, **options) -> dict:
-    return run_pipeline(spark, spec, lake, RunOptions(trigger=spec.trigger, run_id=options.pop("run_id", "t"),
+    return run_pipeline(spark, spec, lake, run_job(trigger=spec.trigger, run_id=options.pop("run_id", "t"),
                                                       **options))
 
 

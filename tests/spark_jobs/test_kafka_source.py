@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from sluice.contract import run_job
 from sluice.kafka_broker import restart_broker, start_broker, stop_broker
-from spark_jobs.runner import RunFailed, RunOptions, run_pipeline
+from spark_jobs.runner import RunFailed, run_pipeline
 from tests.helpers import (
     delta_version,
     end_offsets,
@@ -21,7 +22,7 @@ from tests.helpers import (
 
 
 def run(spark, spec, lake, **options):
-    return run_pipeline(spark, spec, lake, RunOptions(trigger=spec.trigger, run_id="t", write_ledger=False, **options))
+    return run_pipeline(spark, spec, lake, run_job(trigger=spec.trigger, run_id="t", write_ledger=False, **options))
 
 
 def table(spark, spec, lake):
@@ -181,7 +182,7 @@ def test_broker_stopped_mid_run_fails_in_bounded_time_and_loses_nothing(spark, l
         run(spark, spec, lake)
     failed_after = time.monotonic() - stopped_at[0]
     assert stopped.is_set()
-    # the README's bound, "about three timeout_seconds", with a generous margin for a busy machine: a run that
+    # docs/kafka.md's bound, "about three timeout_seconds", with a generous margin for a busy machine: a run that
     # hung on the lost broker (Spark's own default waits far longer) fails this
     assert failed_after < 3 * 5 + 45, f"the run failed {failed_after:.0f} s after the broker was lost"
     assert "Kafka broker unreachable at" in str(caught.value)
@@ -261,7 +262,7 @@ def test_backfill_rebuilds_a_day_from_the_committed_records_of_that_day(spark, l
     assert ids(spark, spec, lake) == list(range(9))
 
 
-# --- the README's Kafka promises, each in a run on the real broker ------------------------------------------
+# --- docs/kafka.md's promises, each in a run on the real broker ------------------------------------------
 
 def test_subscribe_pattern_reads_every_matching_topic(spark, lake, kafka_broker):
     import uuid
@@ -353,7 +354,7 @@ def test_a_topic_deleted_and_created_again_is_data_loss_unless_accepted(spark, l
     assert ids(spark, spec, lake) == list(range(10))
 
     # false skips the gap: the run goes on from where the new topic ends now (Spark: "offset was changed from
-    # 10 to 4"), so what the new topic held at that run is skipped (README); what arrives later flows
+    # 10 to 4"), so what the new topic held at that run is skipped (docs/kafka.md); what arrives later flows
     accepting = make_spec(kafka_spec("k_recreated", bootstrap, topic, fail_on_data_loss=False))
     skipped = run(spark, accepting, lake)
     assert skipped["input_rows"] == 0

@@ -11,11 +11,12 @@ from pathlib import Path
 
 import pytest
 
+from sluice.contract import maintain_job, run_job
 from sluice.ledger import latest_runs
 from sluice.lock import PipelineBusy, launcher_lock, maintenance_lock
 from sluice.spec import SpecError
-from spark_jobs.maintain import MaintenanceFailed, MaintenanceOptions, maintain_pipeline
-from spark_jobs.runner import RunOptions, run_pipeline
+from spark_jobs.maintain import MaintenanceFailed, maintain_pipeline
+from spark_jobs.runner import run_pipeline
 from tests.helpers import (
     delta_version,
     make_spec,
@@ -39,7 +40,7 @@ def ingest_in_runs(spark, spec, lake, runs: int, first: int = 0) -> None:
     for n in range(first, first + runs):
         write_orders(landing, f"part-{n}.json", range(n * 10, n * 10 + 10))
         write_lines(landing / f"bad-{n}.json", ['{"id": "not a number", "amount": 1'])
-        run_pipeline(spark, spec, lake, RunOptions(trigger="available_now", run_id=f"run-{n}", write_ledger=False))
+        run_pipeline(spark, spec, lake, run_job(trigger="available_now", run_id=f"run-{n}", write_ledger=False))
 
 
 def test_optimize_compacts_and_vacuum_keeps_files_within_the_safety_retention(spark, lake):
@@ -49,7 +50,7 @@ def test_optimize_compacts_and_vacuum_keeps_files_within_the_safety_retention(sp
     before_rows, before_files = rows(spark, str(table)), data_files(table)
     assert len(before_rows) == 30 and len(before_files) >= 3
 
-    summary = maintain_pipeline(spark, spec, lake, MaintenanceOptions(run_id="m1"))
+    summary = maintain_pipeline(spark, spec, lake, maintain_job(run_id="m1"))
 
     sink = summary["tables"]["sink"]
     assert sink["optimize"]["files_removed"] == len(before_files)
@@ -80,7 +81,7 @@ def test_forced_short_retention_removes_the_compacted_files_and_a_dry_run_change
     small = data_files(table)
     expected = rows(spark, str(table))
 
-    first = maintain_pipeline(spark, spec, lake, MaintenanceOptions(run_id="compact", write_ledger=False))
+    first = maintain_pipeline(spark, spec, lake, maintain_job(run_id="compact", write_ledger=False))
     # OPTIMIZE's commit is new, so the small files it replaced are unreferenced at once: retention 0 takes them
     assert first["tables"]["sink"]["vacuum"]["files_deleted"] == len(small)
     assert first["tables"]["sink"]["vacuum"]["bytes_deleted"] == sum(small.values())
@@ -93,7 +94,7 @@ def test_forced_short_retention_removes_the_compacted_files_and_a_dry_run_change
     ingest_in_runs(spark, spec, lake, runs=1, first=3)
     version = first["delta_version_after"] + 1
     files = data_files(table)
-    dry = maintain_pipeline(spark, spec, lake, MaintenanceOptions(run_id="dry", dry_run=True, write_ledger=False))
+    dry = maintain_pipeline(spark, spec, lake, maintain_job(run_id="dry", dry_run=True, write_ledger=False))
     assert dry["tables"]["sink"]["optimize"] == {"skipped": "dry run", "files": 2}
     assert dry["tables"]["sink"]["vacuum"]["files_deleted"] == 0 and dry["tables"]["sink"]["vacuum"]["dry_run"]
     assert data_files(table) == files and dry["delta_version_after"] == version
@@ -118,7 +119,7 @@ def test_runs_keep_only_the_configured_number_of_batches_in_the_checkpoint(spark
     landing = lake.lake_root / "landing" / "orders"
     for n in range(6):
         write_orders(landing, f"part-{n}.json", range(n * 5, n * 5 + 5))
-        run_pipeline(spark, spec, lake, RunOptions(trigger="available_now", run_id=f"r{n}", write_ledger=False))
+        run_pipeline(spark, spec, lake, run_job(trigger="available_now", run_id=f"r{n}", write_ledger=False))
     checkpoint = Path(spec.checkpoint_path(lake))
     offsets = sorted(int(p.name) for p in (checkpoint / "offsets").iterdir() if p.name.isdigit())
     commits = sorted(int(p.name) for p in (checkpoint / "commits").iterdir() if p.name.isdigit())
@@ -146,7 +147,7 @@ def test_maintenance_waits_for_a_running_run_and_then_refuses_naming_it(tmp_path
 
 def test_maintenance_of_a_pipeline_that_has_no_table_yet_is_a_no_op(spark, lake):
     spec = make_spec(orders_spec())
-    summary = maintain_pipeline(spark, spec, lake, MaintenanceOptions(write_ledger=False))
+    summary = maintain_pipeline(spark, spec, lake, maintain_job(write_ledger=False))
     assert summary["tables"] == {} and summary["status"] == "succeeded"
     assert "has no table yet" in summary["note"]
 
@@ -158,7 +159,7 @@ def test_maintenance_refuses_while_an_orphan_driver_holds_the_pipeline(spark, la
     orphan = driver_lock(lake.checkpoint_root, "orders", {"run_id": "orphan"}).acquire()
     try:
         with pytest.raises(MaintenanceFailed) as failed:
-            maintain_pipeline(spark, spec, lake, MaintenanceOptions(write_ledger=False))
+            maintain_pipeline(spark, spec, lake, maintain_job(write_ledger=False))
         assert failed.value.summary["refused"] and "run orphan" in failed.value.summary["error"]
     finally:
         orphan.release()

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from sluice.contract import run_job
 from spark_jobs.overwrites import (
     companion_checkpoint,
     find_rewritten,
@@ -17,7 +18,7 @@ from spark_jobs.overwrites import (
     source_log,
     staging_folder,
 )
-from spark_jobs.runner import RunFailed, RunOptions, run_pipeline
+from spark_jobs.runner import RunFailed, run_pipeline
 from tests.helpers import make_spec, tree_digest, write_lines
 
 SCHEMA = "id BIGINT, v STRING"
@@ -41,7 +42,7 @@ def land(lake, name: str, rows: list[tuple[int, str]], *, later_by_s: int = 0) -
 
 
 def run(spark, spec, lake, dry_run=False):
-    return run_pipeline(spark, spec, lake, RunOptions(trigger=spec.trigger, dry_run=dry_run, run_id="t",
+    return run_pipeline(spark, spec, lake, run_job(trigger=spec.trigger, dry_run=dry_run, run_id="t",
                                                       write_ledger=False))
 
 
@@ -182,7 +183,7 @@ def test_reingest_needs_a_stateless_transform():
 
 
 def test_a_file_fixed_after_its_batch_failed_is_read_again_not_reingested(spark, lake):
-    # the README's advice for a failing expectation: fix the data and run again. The failed batch was planned
+    # docs/data-quality.md's advice for a failing expectation: fix the data and run again. The failed batch was planned
     # (its files are in the source log) but not written: the rerun reads the fixed file as its batch, once.
     spec = spec_of("reingest", expectations=[{"name": "positive", "rule": "id > 0", "on_violation": "fail"}])
     land(lake, "a.json", [(1, "a")])

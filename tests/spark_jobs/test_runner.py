@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 from pyspark.testing import assertDataFrameEqual
 
+from sluice.contract import run_job
 from sluice.readiness import wait_until
 from sluice.spec import PipelineSpec
-from spark_jobs.runner import RunFailed, RunOptions, run_pipeline
+from spark_jobs.runner import RunFailed, run_pipeline
 from tests.helpers import (
     delta_version,
     files_under,
@@ -27,7 +28,7 @@ from tests.helpers import (
 
 def run(spark, spec: PipelineSpec, lake, trigger=None, dry_run=False) -> dict:
     # the ledger has tests of its own (test_exactly_once.py); skipping its append here saves seconds a run
-    return run_pipeline(spark, spec, lake, RunOptions(trigger=trigger or spec.trigger, dry_run=dry_run, run_id="t",
+    return run_pipeline(spark, spec, lake, run_job(trigger=trigger or spec.trigger, dry_run=dry_run, run_id="t",
                                                       write_ledger=False))
 
 

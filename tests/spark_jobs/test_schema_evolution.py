@@ -9,13 +9,14 @@ import json
 
 import pytest
 
+from sluice.contract import run_job
 from spark_jobs import schema_evolution
-from spark_jobs.runner import RunFailed, RunOptions, run_pipeline
+from spark_jobs.runner import RunFailed, run_pipeline
 from tests.helpers import delta_version, make_spec, tree_digest, write_lines, write_spec
 
 
 def run(spark, spec, lake, **options) -> dict:
-    return run_pipeline(spark, spec, lake, RunOptions(trigger="available_now", run_id=options.pop("run_id", "t"),
+    return run_pipeline(spark, spec, lake, run_job(trigger="available_now", run_id=options.pop("run_id", "t"),
                                                       write_ledger=False, **options))
 
 
