@@ -2,9 +2,9 @@
 VACUUMs its tables as its spec's ``maintenance:`` section says (env SLUICE_MAINTENANCE_SCHEDULE: another
 Airflow schedule, or ``none`` for manual runs only)."""
 
-import os
-
 from sluice_airflow.dag_factory import MAINTENANCE_DAG_ID, maintenance_dag
 
-_schedule = os.environ.get("SLUICE_MAINTENANCE_SCHEDULE", "@daily")
-globals()[MAINTENANCE_DAG_ID] = maintenance_dag(schedule=None if _schedule.lower() in ("", "none") else _schedule)
+from sluice.settings import load_settings
+
+_settings = load_settings()
+globals()[MAINTENANCE_DAG_ID] = maintenance_dag(_settings.pipelines_dir, schedule=_settings.maintenance_schedule)

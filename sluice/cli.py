@@ -29,25 +29,17 @@ import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 
+from sluice.catalog import PipelineCatalog, spec_files
 from sluice.environment import project_env
 from sluice.quality import quality_warnings
 from sluice.schema_change import next_change
 from sluice.settings import Settings, load_settings
-from sluice.spec import SpecError, load_spec, spec_files
+from sluice.spec import SpecError, load_spec
 
 
 def resolve_spec_path(arg: str, settings: Settings) -> Path:
     """A spec file path, or a pipeline name looked up in the pipelines folder."""
-    path = Path(arg)
-    if path.is_file() or path.suffix in (".yaml", ".yml"):
-        return path
-    for candidate in spec_files(settings.pipelines_dir):
-        try:
-            if load_spec(candidate).name == arg:
-                return candidate
-        except SpecError:
-            continue
-    raise SpecError(arg, [f"no such spec file, and no pipeline of that name in {settings.pipelines_dir}"])
+    return PipelineCatalog(settings.pipelines_dir).resolve(arg)
 
 
 def _apply_env(settings: Settings) -> None:

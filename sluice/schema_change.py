@@ -243,7 +243,9 @@ def output_without_spark(spec, settings) -> Type | None:
         return None
     source = spec.source
     if isinstance(source, DeltaSource):
-        upstream = log_state(spec.source_path(settings))
+        from sluice.catalog import resolve_upstream
+
+        upstream = log_state(resolve_upstream(spec, settings).source_path(settings))
         return from_json(upstream["schema"]) if upstream is not None else None
     if isinstance(source, KafkaSource):
         value = (from_ddl(source.value.schema_)[1] if source.value.format == "json" else (("value", "string"),))

@@ -17,7 +17,15 @@ env                        meaning                                     default
 ``SLUICE_SPARK_CONN_ID``   the Airflow connection naming the master    ``sluice_spark``
 ``SLUICE_SPARK_MASTER``    master of that connection when the project  ``local[*]``
                            defines it
+``SLUICE_JVM_ARCHIVE``     ``off``: drivers start without the class    on (when ``make jvm-archive`` built it)
+                           data archive
+``SLUICE_MAINTENANCE_SCHEDULE``  the maintenance DAG's schedule       ``@daily`` (``none``: manual runs only)
+``SLUICE_STACK_HOME``      where ``make stack`` keeps its processes    ``$SLUICE_HOME/var/stack``
+``SLUICE_STACK_<X>_PORT``  a port of ``make stack`` (e.g. ``API``)     see ``sluice.stack.Ports``
 =========================  ==========================================  =====================================
+
+This is the one place a ``SLUICE_*`` variable is read (a test holds it): the rest of sluice is handed the
+:class:`Settings`, built once per process.
 """
 
 from __future__ import annotations
@@ -56,6 +64,14 @@ class Settings(BaseModel):
     """Airflow connection whose host is the Spark master."""
     spark_master: str
     """The master the project's own connection points at, when it defines one."""
+    jvm_archive: bool = True
+    """Drivers map the JVM class data archive (``var/jvm/spark-driver.jsa``) when it is there."""
+    maintenance_schedule: str | None = "@daily"
+    """The schedule of the ``sluice_maintenance`` DAG; None: manual runs only."""
+    stack_home: Path | None = None
+    """Where ``make stack`` keeps its processes' data and logs (None: ``var/stack``)."""
+    stack_ports: dict[str, int] = {}
+    """Ports of ``make stack`` set by ``SLUICE_STACK_<NAME>_PORT``, by lower-case name."""
 
     @property
     def var_dir(self) -> Path:
@@ -86,6 +102,7 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         return Path(value).expanduser().resolve() if value else default
 
     lake_root = folder("SLUICE_LAKE_ROOT", home / "var" / "lake")
+    schedule = env.get("SLUICE_MAINTENANCE_SCHEDULE", "@daily")
     return Settings(
         home=home,
         pipelines_dir=folder("SLUICE_PIPELINES", home / "include" / "pipelines"),
@@ -97,4 +114,9 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         kafka_port=int(env.get("SLUICE_KAFKA_PORT") or 9092),
         spark_conn_id=env.get("SLUICE_SPARK_CONN_ID") or "sluice_spark",
         spark_master=env.get("SLUICE_SPARK_MASTER") or "local[*]",
+        jvm_archive=(env.get("SLUICE_JVM_ARCHIVE") or "").lower() not in ("off", "0", "false"),
+        maintenance_schedule=None if schedule.lower() in ("", "none") else schedule,
+        stack_home=folder("SLUICE_STACK_HOME", home / "var" / "stack"),
+        stack_ports={key[len("SLUICE_STACK_"):-len("_PORT")].lower(): int(value) for key, value in env.items()
+                     if key.startswith("SLUICE_STACK_") and key.endswith("_PORT") and value},
     )

@@ -58,6 +58,6 @@ def archive_path(settings: Settings) -> Path:
 def driver_java_options(settings: Settings) -> list[str]:
     """JVM options of every sluice driver: the archive when there is one."""
     path = archive_path(settings)
-    if os.environ.get("SLUICE_JVM_ARCHIVE", "").lower() in ("off", "0", "false") or not path.is_file():
+    if not settings.jvm_archive or not path.is_file():
         return []
     return [f"-XX:SharedArchiveFile={path}", "-Xlog:cds=off", "-Xlog:cds+dynamic=off"]

@@ -28,6 +28,7 @@ from pydantic import (
 
 from sluice.ddl import DdlError, parse_ddl_schema
 from sluice.settings import Settings
+from sluice.spec_errors import SpecError, describe
 
 NAME_PATTERN = r"^[a-z][a-z0-9_]*$"
 # Spark's interval strings as accepted by withWatermark / window: "10 minutes", "1 hour", "30 seconds"
@@ -35,6 +36,12 @@ _INTERVAL_RE = re.compile(
     r"^\s*\d+\s*(microseconds?|milliseconds?|seconds?|minutes?|hours?|days?|weeks?)\s*$", re.IGNORECASE
 )
 _STATEFUL_SQL_RE = re.compile(r"\bgroup\s+by\b|\bdistinct\b|\bwindow\s*\(|\bjoin\b", re.IGNORECASE)
+
+
+def stateful_sql(sql: str | None) -> bool:
+    """SQL that keeps state across micro-batches in a streaming query: an aggregation, DISTINCT, a window,
+    a join. The one definition: :meth:`PipelineSpec.is_stateful` adds the watermark and dedupe."""
+    return bool(sql and _STATEFUL_SQL_RE.search(sql))
 
 SCHEDULE_PRESETS = ("@once", "@continuous", "@hourly", "@daily", "@weekly", "@monthly", "@quarterly", "@yearly")
 
@@ -48,16 +55,6 @@ OnOverwrite = Literal["warn", "fail", "reingest"]
 RESCUED_COLUMN = "_rescued"
 """JSON sources: the fields of a record that the schema does not declare, as a JSON object (null if none)."""
 OptionValue = str | int | float | bool
-
-
-class SpecError(ValueError):
-    """A spec that cannot run. The message names the file, the field and what is allowed."""
-
-    def __init__(self, source: str, problems: list[str]):
-        self.source = source
-        self.problems = problems
-        lines = [f"{source}: {p}" for p in problems]
-        super().__init__("\n".join(lines))
 
 
 def _ddl_columns(ddl: str) -> list[tuple[str, str]]:
@@ -618,7 +615,7 @@ class PipelineSpec(_Model):
         """The transform keeps state across micro-batches (aggregation, distinct, join, window, watermark)."""
         transform = self.transform
         sql = transform.sql if transform else None
-        return bool(sql and _STATEFUL_SQL_RE.search(sql)) or bool(transform and (transform.watermark or transform.dedupe))
+        return stateful_sql(sql) or bool(transform and (transform.watermark or transform.dedupe))
 
     def parses_records(self) -> bool:
         """The source parses text into the schema's columns, so a record can be bad (json, csv, Kafka json)."""
@@ -655,8 +652,10 @@ class PipelineSpec(_Model):
     def source_path(self, settings: Settings) -> str:
         if isinstance(self.source, KafkaSource):
             raise TypeError("a kafka source has no path")
-        if isinstance(self.source, DeltaSource) and self.source.pipeline:
-            return upstream_spec(self.source.pipeline, settings, self.name).sink_path(settings)
+        if isinstance(self.source, DeltaSource) and self.source.pipeline and not self.source.path:
+            # the folder knows the upstream pipeline's table: sluice.catalog fills source.path, once
+            raise SpecError(self.name, [f"source.pipeline: {self.source.pipeline!r} is not resolved to its table; "
+                                        "load the spec with sluice.catalog.resolve_upstream"])
         return _resolve(self.source.path, settings.lake_root)
 
     def sink_path(self, settings: Settings) -> str:
@@ -674,7 +673,7 @@ class PipelineSpec(_Model):
         """Things that are valid but likely not what the user wants."""
         found = []
         sql = self.transform.sql if self.transform else None
-        stateful = bool(sql and _STATEFUL_SQL_RE.search(sql))
+        stateful = stateful_sql(sql)
         if self.trigger == "once" and self.sink.mode == "append" and stateful and self.transform.watermark:
             found.append(
                 "trigger: once with a stateful append query: Trigger.Once runs no no-data batch, so windows "
@@ -682,18 +681,6 @@ class PipelineSpec(_Model):
                 "nothing new. Use trigger: available_now (the default), which does run it."
             )
         return found
-
-
-def upstream_spec(name: str, settings: Settings, reader: str) -> PipelineSpec:
-    """The spec of the pipeline ``name`` in the pipelines folder (a delta source, an asset schedule)."""
-    for path in spec_files(settings.pipelines_dir):
-        try:
-            spec = load_spec(path)
-        except SpecError:
-            continue
-        if spec.name == name:
-            return spec
-    raise SpecError(reader, [f"source.pipeline: no valid pipeline named {name!r} in {settings.pipelines_dir}"])
 
 
 def _truthy(value: OptionValue | None) -> bool:
@@ -709,42 +696,6 @@ def _resolve(path: str, root: Path) -> str:
 
 # --- loading -------------------------------------------------------------------------------------
 
-_SOURCE_FORMATS = ("json", "csv", "parquet", "text", "kafka", "delta")
-
-
-def _describe(error: dict[str, Any]) -> str:
-    """One pydantic error as ``field.path: problem; what is allowed``."""
-    # drop pydantic's own path elements: validator wrappers, and the union member ("kafka", "json", ...)
-    loc = [str(p) for p in error["loc"]
-           if not str(p).startswith(("function-after", "FileSource", "KafkaSource", "DeltaSource", "AssetSchedule"))]
-    if len(loc) >= 2 and loc[0] == "source" and loc[1] in _SOURCE_FORMATS:
-        del loc[1]
-    field = ".".join("schema" if p == "schema_" else p for p in loc) or "(top level)"
-    kind = error["type"]
-    if kind == "literal_error":
-        allowed = error.get("ctx", {}).get("expected", "")
-        allowed = allowed.replace("'", "").replace(" or ", ", ")
-        return f"{field}: {error['input']!r} is not allowed; use one of: {allowed}"
-    if kind == "union_tag_invalid":
-        allowed = ", ".join(_SOURCE_FORMATS)
-        return f"{field}.format: {error['ctx']['tag']!r} is not allowed; use one of: {allowed}"
-    if kind == "union_tag_not_found":
-        return f"{field}.format: is required; use one of: {', '.join(_SOURCE_FORMATS)}"
-    if kind == "extra_forbidden":
-        return f"{field}: unknown field; check its spelling (fields are documented in README.md, 'Writing a spec')"
-    if kind == "missing":
-        return f"{field}: is required"
-    if kind == "string_pattern_mismatch":
-        return f"{field}: {error['input']!r} must match {NAME_PATTERN} (lower-case letters, digits, _)"
-    message = error["msg"].removeprefix("Value error, ")
-    # model validators name the sub-field themselves ("schema: required ..."): prefix the parent path
-    sub = re.match(r"^([a-z_.]+): (.*)$", message, re.DOTALL)
-    if sub:
-        field = sub.group(1) if field == "(top level)" else f"{field}.{sub.group(1)}"
-        message = sub.group(2)
-    return f"{field}: {message}"
-
-
 def parse_spec(data: Any, source: str = "<spec>") -> PipelineSpec:
     """Validate an already-loaded YAML document."""
     if not isinstance(data, dict):
@@ -756,13 +707,13 @@ def parse_spec(data: Any, source: str = "<spec>") -> PipelineSpec:
         # a mapping given for `schedule` is an asset schedule: the "not a string" error of the other union
         # member says nothing useful
         errors = [e for e in errors if not (e["loc"][-1:] == ("str",) and isinstance(e.get("input"), dict))] or errors
-        raise SpecError(source, [_describe(e) for e in errors]) from None
+        raise SpecError(source, [describe(e) for e in errors]) from None
 
 
 def load_spec(path: str | Path) -> PipelineSpec:
     """Read and validate one spec file."""
     path = Path(path)
-    source = _display(path)
+    source = display_path(path)
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -774,45 +725,7 @@ def load_spec(path: str | Path) -> PipelineSpec:
     return parse_spec(data, source)
 
 
-def spec_files(folder: Path) -> list[Path]:
-    return sorted(p for p in folder.glob("*.y*ml") if p.suffix in (".yaml", ".yml"))
-
-
-def load_pipeline_dir(folder: Path) -> tuple[dict[Path, PipelineSpec], list[SpecError]]:
-    """Every spec in a folder: the valid ones by file, and one error per invalid file.
-
-    Two files with the same pipeline ``name`` are both errors (they would share a DAG and a checkpoint).
-    """
-    specs: dict[Path, PipelineSpec] = {}
-    errors: list[SpecError] = []
-    for path in spec_files(folder):
-        try:
-            specs[path] = load_spec(path)
-        except SpecError as err:
-            errors.append(err)
-    by_name: dict[str, list[Path]] = {}
-    for path, spec in specs.items():
-        by_name.setdefault(spec.name, []).append(path)
-    for name, paths in by_name.items():
-        if len(paths) > 1:
-            for path in paths:
-                others = ", ".join(_display(p) for p in paths if p != path)
-                errors.append(SpecError(_display(path), [f"name: {name!r} is also used by {others}; names are unique"]))
-                del specs[path]
-    names = {spec.name for spec in specs.values()}
-    for path, spec in list(specs.items()):
-        unknown = [n for n in spec.upstream_pipelines() if n not in names or n == spec.name]
-        if unknown:
-            field = "source.pipeline" if isinstance(spec.source, DeltaSource) and spec.source.pipeline in unknown \
-                else "schedule.asset"
-            what = "itself" if unknown[0] == spec.name else f"{unknown[0]!r}, which is not a valid pipeline in {folder}"
-            errors.append(SpecError(_display(path), [f"{field}: names {what}; name an upstream pipeline "
-                                                     f"({', '.join(sorted(names - {spec.name})) or 'none here'})"]))
-            del specs[path]
-    return specs, errors
-
-
-def _display(path: Path) -> str:
+def display_path(path: Path) -> str:
     try:
         return str(path.resolve().relative_to(Path.cwd()))
     except ValueError:

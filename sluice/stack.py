@@ -42,17 +42,14 @@ class Ports:
     scheduler_health: int = 8974
 
     @classmethod
-    def from_env(cls, environ=None) -> Ports:
-        """Defaults, or ``SLUICE_STACK_<NAME>_PORT`` (e.g. ``SLUICE_STACK_API_PORT=8090``)."""
-        env = os.environ if environ is None else environ
-        return cls(**{name: int(env.get(f"SLUICE_STACK_{name.upper()}_PORT") or default)
-                      for name, default in cls().__dict__.items()})
+    def of(cls, settings: Settings) -> Ports:
+        """Defaults, or ``SLUICE_STACK_<NAME>_PORT`` (e.g. ``SLUICE_STACK_API_PORT=8090``, in the settings)."""
+        return cls(**{name: settings.stack_ports.get(name, default) for name, default in cls().__dict__.items()})
 
 
 def stack_home(settings: Settings) -> Path:
     """``var/stack``, or ``SLUICE_STACK_HOME``."""
-    value = os.environ.get("SLUICE_STACK_HOME")
-    return Path(value).resolve() if value else settings.var_dir / "stack"
+    return settings.stack_home or settings.var_dir / "stack"
 
 
 def stack_env(settings: Settings, ports: Ports | None = None) -> dict[str, str]:
@@ -60,7 +57,7 @@ def stack_env(settings: Settings, ports: Ports | None = None) -> dict[str, str]:
     environment, with Airflow on PostgreSQL + LocalExecutor and the Spark connection on the standalone master."""
     from sluice.environment import project_env
 
-    ports = ports or Ports.from_env()
+    ports = ports or Ports.of(settings)
     home = stack_home(settings)
     master = f"spark://127.0.0.1:{ports.spark_master}"
     env = {**os.environ, **project_env(settings)}
@@ -115,7 +112,7 @@ class Stack:
 
     def __init__(self, settings: Settings, ports: Ports | None = None):
         self.settings = settings
-        self.ports = ports or Ports.from_env()
+        self.ports = ports or Ports.of(settings)
         self.home = stack_home(settings)
         self.logs = self.home / "logs"
         self.env = stack_env(settings, self.ports)

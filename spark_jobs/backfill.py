@@ -20,7 +20,6 @@ may not be in the table yet. The checkpoint is only read.
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Any
@@ -28,6 +27,7 @@ from urllib.parse import unquote, urlparse
 
 from pyspark.sql import DataFrame, SparkSession
 
+from sluice.checkpoint import Checkpoint
 from sluice.run_request import BackfillSlice
 from sluice.settings import Settings
 from sluice.spec import DeltaSource, FileSource, KafkaSource, PipelineSpec
@@ -41,17 +41,11 @@ BACKFILL_LABEL_COLUMN = "backfill"
 rows of incremental runs. A backfill replaces its slice's quarantine rows as it replaces the sink's."""
 
 
-def _batch_ids(folder: Path) -> list[int]:
-    return sorted(int(p.name) for p in folder.iterdir() if p.name.isdigit()) if folder.is_dir() else []
-
-
 def last_committed_batch(spec: PipelineSpec, checkpoint: str) -> int:
     """The checkpoint's last committed batch; refuses a checkpoint with none, or with a batch planned and
     not committed."""
-    if "://" in checkpoint:
-        raise BackfillRefused(f"backfill reads the checkpoint's logs from a local path; {checkpoint} is not one")
-    commits = _batch_ids(Path(checkpoint) / "commits")
-    planned = _batch_ids(Path(checkpoint) / "offsets")
+    cp = Checkpoint(checkpoint)
+    commits, planned = cp.done(), cp.planned()
     if not commits:
         raise BackfillRefused(
             f"{spec.name} has ingested nothing yet (its checkpoint {checkpoint} has no committed batch): a "
@@ -64,33 +58,6 @@ def last_committed_batch(spec: PipelineSpec, checkpoint: str) -> int:
             "completes that batch, exactly once), then backfill."
         )
     return commits[-1]
-
-
-def committed_files(checkpoint: str, last_batch: int) -> list[str]:
-    """Every file the checkpoint's file source read in batches up to ``last_batch`` (its ``sources/0``
-    log: the latest ``<n>.compact`` holds all entries up to n, later batches have a file each)."""
-    folder = Path(checkpoint) / "sources" / "0"
-    if not folder.is_dir():
-        return []
-    compacts = sorted(int(p.name.split(".")[0]) for p in folder.glob("*.compact"))
-    base = max((n for n in compacts if n <= last_batch), default=None)
-    logs = [folder / f"{base}.compact"] if base is not None else []
-    start = -1 if base is None else base
-    logs += [folder / str(n) for n in _batch_ids(folder) if start < n <= last_batch]
-    files = []
-    for log in logs:
-        for line in log.read_text(encoding="utf-8").splitlines()[1:]:  # first line: the log's version
-            entry = json.loads(line)
-            if entry.get("batchId", -1) <= last_batch:
-                files.append(entry["path"])
-    return files
-
-
-def committed_offsets(checkpoint: str, last_batch: int) -> dict[str, dict[str, int]]:
-    """The Kafka offsets (end of batch ``last_batch``) from the checkpoint's ``offsets/<n>``: the first
-    line is the log version, the second the batch's metadata, then one line per source."""
-    lines = (Path(checkpoint) / "offsets" / str(last_batch)).read_text(encoding="utf-8").splitlines()
-    return json.loads(lines[2])
 
 
 # --- the slice ----------------------------------------------------------------------------------------
@@ -113,7 +80,8 @@ def slice_files(spec: PipelineSpec, settings: Settings, checkpoint: str, last_ba
     folders = slice_folders(spec, settings, slice_)
     missing = [f for f in folders if not Path(f).is_dir()]
     prefixes = [_local(f).rstrip("/") + "/" for f in folders]
-    files = [f for f in committed_files(checkpoint, last_batch) if any(_local(f).startswith(p) for p in prefixes)]
+    committed = [entry["path"] for entry in Checkpoint(checkpoint).source_log(through=last_batch)]
+    files = [f for f in committed if any(_local(f).startswith(p) for p in prefixes)]
     return sorted(files), missing
 
 
@@ -135,7 +103,7 @@ def read_slice(spark: SparkSession, spec: PipelineSpec, settings: Settings, chec
     if isinstance(spec.source, KafkaSource):
         from spark_jobs.kafka_source import read_kafka_slice
 
-        ending = committed_offsets(checkpoint, last_batch)
+        ending = Checkpoint(checkpoint).source_offset(last_batch)  # Kafka's {topic: {partition: offset}}
         info["kafka"] = {"from_timestamp": slice_.start.isoformat(), "to_timestamp": slice_.end.isoformat(),
                          "ending_offsets": ending}
         return read_kafka_slice(spark, spec.source, start=slice_.start, end=slice_.end, ending_offsets=ending,

@@ -40,9 +40,9 @@ from pyspark.sql import Column, DataFrame, Observation
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
+from sluice.checkpoint import QUARANTINE_PENDING, Checkpoint
 from sluice.spec import RESCUED_COLUMN, FileSource, PipelineSpec
 from spark_jobs import checkpoint_files
-from spark_jobs.progress import files_of_batch
 from spark_jobs.records import BAD, ORIGIN, RAW, good_rows
 from spark_jobs.schema_evolution import allow_widening
 from spark_jobs.sink import write_rows, write_sink
@@ -129,7 +129,8 @@ class BatchWriter:
             allow_widening(batch.sparkSession, self.target.table)
             self._widening_allowed = True
         if isinstance(spec.source, FileSource) and spec.source.format == "parquet":
-            files = self.target.files if self.target.files is not None else files_of_batch(self.target.checkpoint, batch_id)
+            files = (self.target.files if self.target.files is not None
+                     else Checkpoint(self.target.checkpoint).files_of_batch(batch_id))
             check_parquet_files(batch.sparkSession, spec, files or [])
         if self._one_pass():
             self._write_one_pass(batch, batch_id)
@@ -189,9 +190,9 @@ class BatchWriter:
                                 F.count(F.when(set_aside, 1)).alias("__quarantined"))
             rows = rows.where(~set_aside & ~dropped)
         spark, checkpoint = batch.sparkSession, self.target.checkpoint
-        marker = quarantine_marker(checkpoint) if checkpoint is not None else None
+        marker = checkpoint_files.checkpoint(spark, checkpoint) if checkpoint is not None else None
         if marker is not None:
-            checkpoint_files.write_text(spark, marker, str(batch_id))
+            marker.write(QUARANTINE_PENDING, str(batch_id))
         write_sink(rows, spec.sink, self.target.table, app_id=self.target.app_id, batch_id=batch_id,
                    merge_schema=self.target.evolve_schema,
                    user_metadata={"sluice_backfill": None, "run_id": self.target.run_id})
@@ -219,7 +220,7 @@ class BatchWriter:
                     quarantine.append(self._expectation_rows(checked, violated, set_aside, batch_id))
             self._write_quarantine(quarantine, batch_id)
         if marker is not None:
-            checkpoint_files.delete(spark, marker)
+            marker.delete(QUARANTINE_PENDING)
 
     def _write_counted(self, batch: DataFrame, batch_id: int) -> None:
         spec = self.spec
@@ -456,20 +457,11 @@ class BatchWriter:
         return rows, parts
 
 
-QUARANTINE_PENDING = "sluice_quarantine_pending"
-
-
-def quarantine_marker(checkpoint: str) -> str:
-    """The file naming the batch whose quarantine rows may not be written yet (between the sink's commit and
-    the quarantine table's), written and cleared through the checkpoint's file system (any URI)."""
-    return f"{checkpoint.rstrip('/')}/{QUARANTINE_PENDING}"
-
-
 def quarantine_pending(spark, checkpoint: str | None) -> int | None:
     """The batch a crash left between its sink commit and its quarantine rows, if any."""
     if checkpoint is None:
         return None
-    text = (checkpoint_files.read_text(spark, quarantine_marker(checkpoint)) or "").strip()
+    text = (Checkpoint(checkpoint).read(QUARANTINE_PENDING) or "").strip()
     return int(text) if text.isdigit() else None
 
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from pyspark.sql import SparkSession
 
+from sluice.checkpoint import Checkpoint
+
 _MANAGER = "org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileManager"
 
 
@@ -18,6 +20,25 @@ def _manager(spark: SparkSession, path: str):
     hadoop_path = jvm.org.apache.hadoop.fs.Path(path)
     manager = getattr(jvm, _MANAGER).create(hadoop_path.getParent(), spark._jsc.hadoopConfiguration())
     return manager, hadoop_path
+
+
+class SparkWriter:
+    """sluice's files in a checkpoint written and deleted through Spark's CheckpointFileManager: the
+    :class:`sluice.checkpoint.Checkpoint` writer of a driver."""
+
+    def __init__(self, spark: SparkSession) -> None:
+        self.spark = spark
+
+    def write_text(self, uri: str, text: str) -> None:
+        write_text(self.spark, uri, text)
+
+    def delete(self, uri: str) -> None:
+        delete(self.spark, uri)
+
+
+def checkpoint(spark: SparkSession, uri: str) -> Checkpoint:
+    """The checkpoint at ``uri``, whose sluice files this driver writes the way Spark writes its logs."""
+    return Checkpoint(uri, SparkWriter(spark))
 
 
 def write_text(spark: SparkSession, path: str, text: str) -> None:

@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import time
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -28,16 +26,16 @@ from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 from pyspark.sql.types import StructField, StructType
 
+from sluice.checkpoint import Checkpoint
 from sluice.delta_log import log_state
 from sluice.schema_change import SchemaChange, refusal_message
 from sluice.settings import Settings
-from sluice.spec import _STATEFUL_SQL_RE, RESCUED_COLUMN, KafkaSource, PipelineSpec
+from sluice.spec import RESCUED_COLUMN, KafkaSource, PipelineSpec, stateful_sql
 from spark_jobs import schema_evolution
 from spark_jobs.delta_table import uncommitted_log
 
 PIPELINE_PROPERTY = "sluice.pipeline"
 CHECKPOINT_PROPERTY = "sluice.checkpointId"
-SPEC_FILE = "sluice.json"
 
 
 class GuardRefused(RuntimeError):
@@ -45,52 +43,6 @@ class GuardRefused(RuntimeError):
 
 
 # --- the checkpoint ------------------------------------------------------------------------------
-
-def checkpoint_id(checkpoint: str) -> str | None:
-    """The streaming query id Spark keeps in ``<checkpoint>/metadata`` (None if there is none)."""
-    try:
-        return json.loads((Path(checkpoint) / "metadata").read_text(encoding="utf-8").splitlines()[0])["id"]
-    except (OSError, ValueError, KeyError, IndexError):
-        return None
-
-
-def has_progress(checkpoint: str) -> bool:
-    """Whether the checkpoint has planned any batch (``offsets/<n>``)."""
-    folder = Path(checkpoint) / "offsets"
-    return folder.is_dir() and any(p.name.isdigit() for p in folder.iterdir())
-
-
-def pending_batch(checkpoint: str) -> int | None:
-    """The batch the checkpoint planned (``offsets/<n>``) but did not mark done (no ``commits/<n>``): the
-    one a restart runs again. None if there is none (or the checkpoint is not on a local path)."""
-    if "://" in checkpoint:
-        return None
-    root = Path(checkpoint)
-
-    def ids(name: str) -> list[int]:
-        folder = root / name
-        return sorted(int(p.name) for p in folder.iterdir() if p.name.isdigit()) if folder.is_dir() else []
-
-    planned, done = ids("offsets"), ids("commits")
-    if planned and (not done or planned[-1] > done[-1]):
-        return planned[-1]
-    return None
-
-
-def ensure_checkpoint_id(checkpoint: str) -> str:
-    """The checkpoint's query id, writing a new one first if it has none. Spark adopts a ``metadata`` file it
-    finds (``{"id": ...}``), so the id is known, and recorded in the table, before the first batch."""
-    found = checkpoint_id(checkpoint)
-    if found:
-        return found
-    folder = Path(checkpoint)
-    folder.mkdir(parents=True, exist_ok=True)
-    new_id = str(uuid.uuid4())
-    tmp = folder / ".metadata.sluice-tmp"
-    tmp.write_text(json.dumps({"id": new_id}) + "\n", encoding="utf-8")
-    tmp.replace(folder / "metadata")
-    return new_id
-
 
 def query_shape(spec: PipelineSpec, settings: Settings) -> dict[str, Any]:
     """What the checkpoint's offsets and state are about. A change here cannot resume from it."""
@@ -101,7 +53,7 @@ def query_shape(spec: PipelineSpec, settings: Settings) -> dict[str, Any]:
         where = {"format": source.format, "path": spec.source_path(settings)}
     transform = spec.transform
     sql = transform.sql if transform else None
-    stateful = bool(sql and _STATEFUL_SQL_RE.search(sql)) or bool(transform and transform.watermark)
+    stateful = stateful_sql(sql) or bool(transform and transform.watermark)
     return {
         "source": where,
         "stateful_query": " ".join(sql.split()) if stateful and sql else None,
@@ -120,10 +72,10 @@ _SHAPE_FIELDS = {
 
 def check_spec_fits(spec: PipelineSpec, settings: Settings, checkpoint: str) -> None:
     """Refuse a spec the checkpoint cannot resume from, naming what changed."""
-    recorded_file = Path(checkpoint) / SPEC_FILE
-    if not has_progress(checkpoint) or not recorded_file.is_file():
+    cp = Checkpoint(checkpoint)
+    recorded = cp.recorded_query() if cp.has_progress() else None
+    if recorded is None:
         return
-    recorded = json.loads(recorded_file.read_text(encoding="utf-8")).get("query", {})
     current = query_shape(spec, settings)
     changed = [
         f"{_SHAPE_FIELDS[k]}: was {json.dumps(recorded.get(k))}, is now {json.dumps(current[k])}"
@@ -162,26 +114,7 @@ def explain_state_failure(spec: PipelineSpec, error: str, checkpoint: str) -> st
 
 
 def record_spec(spec: PipelineSpec, settings: Settings, checkpoint: str) -> None:
-    folder = Path(checkpoint)
-    folder.mkdir(parents=True, exist_ok=True)
-    tmp = folder / f".{SPEC_FILE}.tmp"
-    tmp.write_text(json.dumps({"pipeline": spec.name, "query": query_shape(spec, settings)}, indent=1), encoding="utf-8")
-    tmp.replace(folder / SPEC_FILE)
-
-
-def set_checkpoint_aside(checkpoint: str, label: str = "replaced") -> str | None:
-    """Move a checkpoint away (kept beside it, for forensics) before a reset; returns where it went.
-    ``followed``: a reset that follows an upstream rewrite (a MERGE upstream makes one per run): only the
-    latest such checkpoint is kept."""
-    folder = Path(checkpoint)
-    if not folder.exists():
-        return None
-    aside = folder.with_name(f"{folder.name}.{label}-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}")
-    if label == "followed":
-        for older in folder.parent.glob(f"{folder.name}.followed-*"):
-            shutil.rmtree(older, ignore_errors=True)
-    shutil.move(str(folder), str(aside))
-    return str(aside)
+    Checkpoint(checkpoint).record_query(spec.name, query_shape(spec, settings))
 
 
 # --- the table -----------------------------------------------------------------------------------
@@ -248,8 +181,9 @@ def check_sink(spark: SparkSession, spec: PipelineSpec, *, table: str, checkpoin
     props, has_data = state["properties"], state["num_files"] > 0
     owner = props.get(PIPELINE_PROPERTY)
     recorded = props.get(CHECKPOINT_PROPERTY)
-    current = checkpoint_id(checkpoint)
-    if has_data and not has_progress(checkpoint):
+    cp = Checkpoint(checkpoint)
+    current = cp.query_id()
+    if has_data and not cp.has_progress():
         raise GuardRefused(
             f"the checkpoint of {spec.name} ({checkpoint}) is missing or empty, but its table {table} already "
             f"holds data{' written by this pipeline' if owner else ''}: running now would ingest the whole source "
@@ -295,13 +229,13 @@ def prepare_sink(
     if reset:
         state = table_state(spark, table)
         refuse_foreign_table(spec, table, state)
-        aside = set_checkpoint_aside(checkpoint, aside_label)
-        cp_id = ensure_checkpoint_id(checkpoint)
+        aside = Checkpoint(checkpoint).set_aside(aside_label, keep_one=aside_label == "followed")
+        cp_id = Checkpoint(checkpoint).ensure_query_id()
         create_table(spark, table, schema, spec, cp_id, replace=state is not None)
         return cp_id, aside, None
     state = check_sink(spark, spec, table=table, checkpoint=checkpoint)
     change = check_schema(spark, spec, table=table, schema=schema) if state is not None else None
-    cp_id = ensure_checkpoint_id(checkpoint)
+    cp_id = Checkpoint(checkpoint).ensure_query_id()
     if state is None:
         create_table(spark, table, schema, spec, cp_id)
     else:

@@ -15,9 +15,9 @@ from __future__ import annotations
 import os
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
+from sluice.checkpoint import Checkpoint
 from sluice.contract import JobRequest
 from sluice.spec import DELTA_SAFE_RETENTION_HOURS, PipelineSpec
 from spark_jobs.errors import describe_error
@@ -48,7 +48,7 @@ def maintain_pipeline(spark, spec: PipelineSpec, settings, job: JobRequest) -> d
         optimize=config.optimize, zorder_by=config.zorder_by,
         vacuum_retention_hours=config.vacuum_retention_hours if config.vacuum else None,
         files_compacted=0, files_written=0, files_removed=0, bytes_removed=0, tables={},
-        checkpoint_size=checkpoint_size(spec.checkpoint_path(settings)),
+        checkpoint_size=Checkpoint(spec.checkpoint_path(settings)).size(),
     )
     summary = record.summary
 
@@ -139,20 +139,6 @@ def _file_size(spark, path: str) -> int:
     hadoop_path = jvm.org.apache.hadoop.fs.Path(path)
     fs = hadoop_path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
     return int(fs.getFileStatus(hadoop_path).getLen())
-
-
-def checkpoint_size(checkpoint: str) -> dict[str, int] | None:
-    """Files and bytes in the checkpoint, and the batches its offsets/commits logs still hold (local only)."""
-    folder = Path(checkpoint)
-    if "://" in checkpoint or not folder.is_dir():
-        return None
-    files = [p for p in folder.rglob("*") if p.is_file()]
-    return {
-        "files": len(files),
-        "bytes": sum(p.stat().st_size for p in files),
-        "offsets": sum(1 for p in (folder / "offsets").glob("[0-9]*")) if (folder / "offsets").is_dir() else 0,
-        "commits": sum(1 for p in (folder / "commits").glob("[0-9]*")) if (folder / "commits").is_dir() else 0,
-    }
 
 
 if __name__ == "__main__":

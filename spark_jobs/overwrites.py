@@ -26,13 +26,14 @@ the companion's log) exists: the same version is never copied, or ingested, twic
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote
+
+from sluice.checkpoint import Checkpoint
 
 REINGEST_FOLDER = "reingest"
 SHOWN_PATHS = 10
@@ -75,22 +76,8 @@ def local_file(uri: str) -> str | None:
 
 
 def source_log(checkpoint: str, source_index: int = 0) -> list[dict]:
-    """Every entry of the checkpoint's file source log: ``{"path", "timestamp", "batchId"}``.
-
-    The latest ``<n>.compact`` holds every entry up to batch n (Spark keeps them all: sluice sets
-    ``maxFileAge`` to 100 years); the batch files after it hold the rest."""
-    folder = Path(checkpoint) / "sources" / str(source_index)
-    if not folder.is_dir():
-        return []
-    compacts = sorted(int(p.name.split(".")[0]) for p in folder.glob("*.compact") if p.name.split(".")[0].isdigit())
-    first = compacts[-1] if compacts else -1
-    files = [folder / f"{first}.compact"] if compacts else []
-    files += sorted((p for p in folder.iterdir() if p.name.isdigit() and int(p.name) > first), key=lambda p: int(p.name))
-    entries = []
-    for file in files:
-        lines = [line for line in file.read_text(encoding="utf-8").splitlines()[1:] if line.strip()]  # 1st: version
-        entries += json.loads(f"[{','.join(lines)}]")  # one parse per file: ~4x faster than one per line
-    return entries
+    """Every entry of the checkpoint's file source log: ``{"path", "timestamp", "batchId"}``."""
+    return Checkpoint(checkpoint).source_log(source_index)
 
 
 def _mtime_ms(stat: os.stat_result) -> int:
@@ -192,10 +179,9 @@ def pending_copies(checkpoint: str) -> bool:
 def delete_ingested_copies(checkpoint: str) -> None:
     """Delete the copies whose companion batch is committed (``commits/<n>``); their names stay in the
     companion's source log, so their versions stay known."""
-    companion = Path(companion_checkpoint(checkpoint))
-    commits = companion / "commits"
-    done = max((int(p.name) for p in commits.iterdir() if p.name.isdigit()), default=-1) if commits.is_dir() else -1
-    for entry in source_log(str(companion)):
+    companion = Checkpoint(companion_checkpoint(checkpoint))
+    done = max(companion.done(), default=-1)
+    for entry in companion.source_log():
         path = local_file(entry["path"])
         if path is not None and entry["batchId"] <= done:
             Path(path).unlink(missing_ok=True)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import sys
 import threading
-from pathlib import Path
 from typing import Any
 
 from pyspark.sql.streaming import StreamingQueryListener
@@ -78,62 +77,3 @@ def batches_of(collector_reports: list[dict[str, Any]], recent: list[dict[str, A
         if is_executed(report):
             by_batch[report["batchId"]] = report
     return [by_batch[b] for b in sorted(by_batch)]
-
-
-def files_of_batch(checkpoint: str, batch_id: int, source_index: int = 0) -> list[str] | None:
-    """The files a file-source batch read, from the checkpoint's source log (``sources/0/<batch>``).
-
-    Every ``compactInterval`` batches Spark folds the log into ``<n>.compact``, whose entries keep their
-    ``batchId``. Returns None where the log is not on a local path.
-    """
-    folder = Path(checkpoint) / "sources" / str(source_index)
-    if "://" in checkpoint or not folder.is_dir():
-        return None
-    candidates = [folder / str(batch_id)]
-    compacts = sorted(int(p.name.split(".")[0]) for p in folder.glob("*.compact"))
-    candidates += [folder / f"{n}.compact" for n in compacts if n >= batch_id]
-    for path in candidates:
-        if path.is_file():
-            files = []
-            for line in path.read_text(encoding="utf-8").splitlines()[1:]:  # first line: log version
-                entry = json.loads(line)
-                if entry.get("batchId") == batch_id:
-                    files.append(entry["path"])
-            return files
-    return None
-
-
-def _done_batches(root: Path) -> list[int]:
-    commits = root / "commits"
-    return sorted(int(p.name) for p in commits.iterdir() if p.name.isdigit()) if commits.is_dir() else []
-
-
-def _batch_offset(root: Path, batch: int, source_index: int) -> dict[str, Any] | None:
-    """The end offset of ``batch`` for one source, as JSON; None when its offsets file is gone."""
-    offsets = root / "offsets" / str(batch)
-    if batch < 0 or not offsets.is_file():
-        return None
-    lines = offsets.read_text(encoding="utf-8").splitlines()  # version, batch metadata, one line per source
-    return json.loads(lines[2 + source_index]) if len(lines) > 2 + source_index else {}
-
-
-def restart_offset(checkpoint: str, source_index: int = 0) -> dict[str, Any] | None:
-    """Where a restarted query reads from: the START offset of the last batch the checkpoint marks done (Spark
-    builds that batch's DataFrame again on restart, then reads on from its end), as JSON; ``{}`` when that is
-    the stream's very start (or its offsets are gone). None: no batch done yet, or not a local path."""
-    if "://" in checkpoint:
-        return None
-    done = _done_batches(Path(checkpoint))
-    if not done:
-        return None
-    start = _batch_offset(Path(checkpoint), done[-1] - 1, source_index)
-    return {} if start is None else start
-
-
-def last_offset(checkpoint: str, source_index: int = 0) -> dict[str, Any] | None:
-    """The END offset of the last batch the checkpoint marks done, as JSON: how far the stream has read.
-    None: no batch done yet, its offsets are gone, or not a local path."""
-    if "://" in checkpoint:
-        return None
-    done = _done_batches(Path(checkpoint))
-    return _batch_offset(Path(checkpoint), done[-1], source_index) if done else None

@@ -11,6 +11,8 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
+from sluice.catalog import resolve_upstream
+from sluice.checkpoint import Checkpoint
 from sluice.contract import JobRequest
 from sluice.delta_log import local_path, log_state
 from sluice.lock import PipelineBusy
@@ -27,7 +29,7 @@ from spark_jobs.delta_table import (
 from spark_jobs.errors import describe_error
 from spark_jobs.job import JobFailed, JobRecord
 from spark_jobs.kafka_source import explain_failure
-from spark_jobs.progress import ProgressCollector, batches_of, files_of_batch
+from spark_jobs.progress import ProgressCollector, batches_of
 from spark_jobs.sink import output_mode, start_write, txn_app_id
 from spark_jobs.source import explain_delta_failure, read_stream
 from spark_jobs.transform import query_output, register_tables
@@ -49,7 +51,7 @@ def run_pipeline(spark: SparkSession, spec: PipelineSpec, settings: Settings, jo
     real one), both deleted afterwards: the real checkpoint and table are not touched, and the summary says
     what the next real run would do. Raises :class:`RunFailed` (carrying the summary) if the run fails.
     """
-    spec = _with_rate_limits(spec, job)
+    spec = resolve_upstream(_with_rate_limits(spec, job), settings)  # a Delta source's table, read once
     table = spec.sink_path(settings)
     checkpoint = spec.checkpoint_path(settings)
     record = JobRecord(
@@ -240,7 +242,7 @@ def _check_overwrites(spec: PipelineSpec, settings: Settings, summary: dict[str,
     source_root = spec.source_path(settings)
     # a batch planned but not written (a crash before its Delta commit) is read again by this run, as its files
     # are now: a file of it rewritten since is not an overwrite (its new content is what the replay writes)
-    pending = guards.pending_batch(checkpoint)
+    pending = Checkpoint(checkpoint).pending_batch()
     rereading = pending if pending is not None and pending not in committed else None
     rewritten = overwrites.find_rewritten(source_root, checkpoint, rereading=rereading)
     summary["overwritten_files"] = overwrites.report(rewritten, action)
@@ -316,7 +318,7 @@ def _list_local_files_on_the_driver(spark: SparkSession, spec: PipelineSpec, set
 
 
 def _committed_replay(spark: SparkSession, checkpoint: str, table: str, app_id: str) -> set[int]:
-    pending = guards.pending_batch(checkpoint)
+    pending = Checkpoint(checkpoint).pending_batch()
     if pending is None or quarantine_pending(spark, checkpoint) == pending:
         # a crash after the batch's sink commit but before its quarantine rows: read it again for them
         return set()
@@ -345,7 +347,7 @@ def _prepare_dry_run(spark, spec, settings, options, table, checkpoint, target_t
     """Scratch checkpoint and table for a dry run; the same refusals a real run would meet. Returns the
     checkpoint id and the change the run makes to the table's schema."""
     if options.reset:
-        cp_id = guards.ensure_checkpoint_id(target_checkpoint)
+        cp_id = Checkpoint(target_checkpoint).ensure_query_id()
         guards.create_table(spark, target_table, schema, spec, cp_id)
         return cp_id, None
     guards.check_spec_fits(spec, settings, checkpoint)
@@ -353,7 +355,7 @@ def _prepare_dry_run(spark, spec, settings, options, table, checkpoint, target_t
     change = guards.check_schema(spark, spec, table=table, schema=schema) if state is not None else None
     if Path(checkpoint).is_dir():
         shutil.copytree(checkpoint, target_checkpoint)
-    cp_id = guards.ensure_checkpoint_id(target_checkpoint)
+    cp_id = Checkpoint(target_checkpoint).ensure_query_id()
     if state is None:
         guards.create_table(spark, target_table, schema, spec, cp_id)
     else:
@@ -374,7 +376,7 @@ def _fill_batches(spark, summary, collector, query, target_table, target_checkpo
         # A batch with no new commit is either empty or a replay Delta skipped because the table already
         # has this query's transaction for it: look for that earlier commit.
         commits = {**commits_since(spark, target_table, None, query_id, app_id=app_id), **commits}
-    batches = []
+    batches, read = [], Checkpoint(target_checkpoint)
     for report in reports:
         batch_id = report["batchId"]
         commit = commits.get(batch_id)
@@ -387,7 +389,7 @@ def _fill_batches(spark, summary, collector, query, target_table, target_checkpo
                 "end_offset": as_json(source.get("endOffset")),
                 "input_rows": source.get("numInputRows", 0),
             }
-            files = None if isinstance(spec.source, KafkaSource) else files_of_batch(target_checkpoint, batch_id, index)
+            files = None if isinstance(spec.source, KafkaSource) else read.files_of_batch(batch_id, index)
             if files is not None:
                 entry["files"] = files
             sources.append(entry)

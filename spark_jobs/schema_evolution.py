@@ -20,19 +20,18 @@ refusal is a guard (:func:`spark_jobs.guards.check_schema`). Here:
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 from pyspark.sql import Column, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructField, StructType
 
-from sluice.delta_log import local_path, log_state
+from sluice.checkpoint import PROMOTE_PENDING, Checkpoint
+from sluice.delta_log import log_state
 from sluice.schema_change import SchemaChange, compare, from_json
 from sluice.spec import RESCUED_COLUMN, PipelineSpec
 
 TYPE_WIDENING = "delta.enableTypeWidening"
-PROMOTE_PENDING = "sluice_promote_pending"
 PROMOTED = "sluice_promote_rescued"
 """The key of a promotion's commit metadata (its columns): a Delta source downstream skips such a commit."""
 USER_METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
@@ -88,11 +87,6 @@ def apply_change(spark: SparkSession, table: str, change: SchemaChange) -> None:
 
 # --- rescued values into new columns -------------------------------------------------------------
 
-def _marker(checkpoint: str) -> Path | None:
-    local = local_path(checkpoint)
-    return local / PROMOTE_PENDING if local is not None else None
-
-
 def mark_promotion(spark: SparkSession, table: str, checkpoint: str, columns: list[str]) -> list[str]:
     """Before the run writes: remember the added columns whose values earlier rows may hold in ``_rescued``
     (the table has that column: a JSON source's own, or, downstream, the upstream pipeline's). Returns the
@@ -102,22 +96,16 @@ def mark_promotion(spark: SparkSession, table: str, checkpoint: str, columns: li
     if found is None or RESCUED_COLUMN not in [f["name"] for f in found[0]["fields"]]:
         return []
     columns = [c for c in columns if "." not in c and c != RESCUED_COLUMN]
-    marker = _marker(checkpoint)
-    if not columns or marker is None:
+    if not columns:
         return columns
     pending = sorted(set(pending_promotion(checkpoint)) | set(columns))
-    marker.parent.mkdir(parents=True, exist_ok=True)
-    tmp = marker.with_name(f".{PROMOTE_PENDING}.tmp")
-    tmp.write_text(json.dumps(pending), encoding="utf-8")
-    tmp.replace(marker)
+    Checkpoint(checkpoint).write(PROMOTE_PENDING, json.dumps(pending))
     return []
 
 
 def pending_promotion(checkpoint: str) -> list[str]:
-    marker = _marker(checkpoint)
-    if marker is None or not marker.is_file():
-        return []
-    return list(json.loads(marker.read_text(encoding="utf-8")))
+    found = Checkpoint(checkpoint).read_json(PROMOTE_PENDING)
+    return list(found) if isinstance(found, list) else []
 
 
 def promote_pending(spark: SparkSession, table: str, checkpoint: str, run_id: str,
@@ -128,20 +116,19 @@ def promote_pending(spark: SparkSession, table: str, checkpoint: str, run_id: st
     pending = sorted(set(pending_promotion(checkpoint)) | set(unmarked or []))
     if not pending:
         return None
-    marker = _marker(checkpoint)
+    marker = Checkpoint(checkpoint)
     schema = StructType.fromJson(table_schema(spark, table)[0])
     types = {f.name: f.dataType for f in schema.fields}
     if RESCUED_COLUMN not in types:  # nothing to promote from
-        if marker is not None:
-            marker.unlink(missing_ok=True)
+        marker.delete(PROMOTE_PENDING)
         return None
     ready = [c for c in pending if c in types]
     result = promote_rescued(spark, table, {c: types[c] for c in ready}, run_id) if ready else {}
     left = [c for c in pending if c not in types]
-    if marker is not None and left:
-        marker.write_text(json.dumps(left), encoding="utf-8")
-    elif marker is not None:
-        marker.unlink(missing_ok=True)
+    if left:
+        marker.write(PROMOTE_PENDING, json.dumps(left))
+    else:
+        marker.delete(PROMOTE_PENDING)
     return result
 
 

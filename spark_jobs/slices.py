@@ -10,11 +10,11 @@ from typing import Any, Callable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import DateType, StringType, TimestampNTZType, TimestampType
 
+from sluice.checkpoint import Checkpoint
 from sluice.run_request import BackfillSlice
 from sluice.spec import PipelineSpec
 from spark_jobs import guards
 from spark_jobs.batch_writer import BatchWriter, Target
-from spark_jobs.progress import last_offset
 from spark_jobs.transform import apply_transform
 
 SLICE_KEY = "sluice_slice"
@@ -38,7 +38,7 @@ def consumed_through(checkpoint: str) -> int | None:
     """The last upstream version the stream has read completely (the end offset of its last batch done):
     ``reservoirVersion - 1`` at index -1 (nothing of that version read yet). None: no batch done, or a batch
     that ended inside a version (a run that did not finish its catch-up)."""
-    offset = last_offset(checkpoint)
+    offset = Checkpoint(checkpoint).last_offset()
     if not offset or "reservoirVersion" not in offset:
         return None
     version, index = int(offset["reservoirVersion"]), int(offset.get("index", -1))

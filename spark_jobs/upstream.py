@@ -34,11 +34,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sluice.checkpoint import UPSTREAM_PENDING, Checkpoint
 from sluice.delta_log import local_log
 from sluice.run_request import BackfillSlice
 from sluice.spec import DeltaSource, PipelineSpec
+from spark_jobs import checkpoint_files
 from spark_jobs.delta_table import json_object, local_history
-from spark_jobs.progress import last_offset, restart_offset
 from spark_jobs.schema_evolution import PROMOTED
 from spark_jobs.slices import (
     SLICE_KEY,
@@ -48,7 +49,7 @@ from spark_jobs.slices import (
     write_slice,
 )
 
-PENDING_FILE = "sluice_upstream_pending"
+PENDING_FILE = UPSTREAM_PENDING
 """In a commit's userMetadata: the slice a backfill or a rebuild replaced (column, from, to, predicate)."""
 REBUILD_KEY = "sluice_rebuild"
 """In a rebuild commit's userMetadata: the upstream table, the version read, the change versions covered."""
@@ -145,20 +146,16 @@ def applied_changes(table: str, upstream: str, deferred: list[dict[str, Any]]) -
 def stream_start(checkpoint: str) -> int | None:
     """The first upstream version a restart of the stream reads: the start of its last batch done (Spark
     builds that batch again on restart), or its end when the start is gone. None: no batch done yet."""
-    for offset in (restart_offset(checkpoint), last_offset(checkpoint)):
+    cp = Checkpoint(checkpoint)
+    for offset in (cp.restart_offset(), cp.last_offset()):
         if offset and "reservoirVersion" in offset:
             return int(offset["reservoirVersion"])
     return None
 
 
 def read_pending(checkpoint: str) -> dict[str, Any] | None:
-    path = Path(checkpoint) / PENDING_FILE
-    if not path.is_file():
-        return None
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except ValueError:
-        return None
+    found = Checkpoint(checkpoint).read_json(PENDING_FILE)
+    return found if isinstance(found, dict) else None
 
 
 # --- the plan -----------------------------------------------------------------------------------------------
@@ -255,19 +252,18 @@ def plan(spec: PipelineSpec, upstream: str, checkpoint: str, table: str, table_c
 
 
 def write_pending(spark, checkpoint: str, start: int, deferred: list[dict[str, Any]]) -> None:
-    from spark_jobs import checkpoint_files
-
+    """Write down where the scan starts (and the deferred slices) before the stream skips a change; not
+    rewritten when it already says the same."""
     if read_pending(checkpoint) == {"from_version": start, "deferred": deferred}:
         return  # left by a run killed before its rebuild: already says so
-    checkpoint_files.write_text(spark, f"{checkpoint}/{PENDING_FILE}",
-                                json.dumps({"from_version": start, "deferred": deferred}))
+    checkpoint_files.checkpoint(spark, checkpoint).write(PENDING_FILE, json.dumps({"from_version": start,
+                                                                                  "deferred": deferred}))
 
 
 def clear_pending(spark, checkpoint: str) -> None:
-    from spark_jobs import checkpoint_files
-
-    if (Path(checkpoint) / PENDING_FILE).exists():
-        checkpoint_files.delete(spark, f"{checkpoint}/{PENDING_FILE}")
+    cp = checkpoint_files.checkpoint(spark, checkpoint)
+    if cp.read(PENDING_FILE) is not None:
+        cp.delete(PENDING_FILE)
 
 
 # --- the rebuild ----------------------------------------------------------------------------------------------

@@ -121,3 +121,15 @@ def test_the_checks_see_the_house():
     assert "sluice.contract" in edges["spark_jobs.job"] and "sluice.launcher" in edges["sluice_airflow.pipeline_operator"]
     assert floor("sluice.contract")[0] < floor("spark_jobs.job")[0] < floor("sluice_airflow.hook")[0] < floor("sluice.cli")[0]
 
+
+def test_sluice_settings_are_read_from_the_environment_in_one_place():
+    # every SLUICE_* setting comes from sluice/settings.py (built once per process, then passed); the only
+    # other reads are the launcher-to-driver channels named by constants (the launcher token, Kafka secrets)
+    import re
+
+    read = re.compile(r"""(environ\.get|getenv|environ\[)\(?\s*f?["']SLUICE_""")
+    found = [f"{path.relative_to(PROJECT)}:{n}" for path in modules().values() if path.name != "settings.py"
+             for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if read.search(line)]
+    found += [f"{path.relative_to(PROJECT)}:{n}" for path in (PROJECT / "dags").glob("*.py")
+              for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if read.search(line)]
+    assert found == []

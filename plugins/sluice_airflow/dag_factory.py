@@ -8,6 +8,7 @@ from pathlib import Path
 import pendulum
 from airflow.sdk import DAG, Asset, CronDataIntervalTimetable, Param
 
+from sluice.catalog import PipelineCatalog
 from sluice.run_request import RUN_MODES, TRIGGERS
 from sluice.settings import Settings, load_settings
 from sluice.spec import (
@@ -16,8 +17,6 @@ from sluice.spec import (
     KafkaSource,
     PipelineSpec,
     SpecError,
-    load_pipeline_dir,
-    upstream_spec,
 )
 from sluice_airflow.pipeline_operator import (
     SluiceMaintenanceOperator,
@@ -54,7 +53,7 @@ def build_dag(spec_path: Path, spec: PipelineSpec, specs_by_name: dict[str, Pipe
     if isinstance(schedule, AssetSchedule):
         # runs when each upstream pipeline's table was updated: a run that wrote nothing emits no event
         known = specs_by_name or {}
-        schedule = [table_asset(known.get(name) or upstream_spec(name, load_settings(), spec.name))
+        schedule = [table_asset(known.get(name) or PipelineCatalog(load_settings().pipelines_dir).upstream(name, spec.name))
                     for name in schedule.pipelines]
         doc += f"\n* runs when these tables were updated: {', '.join(spec.schedule.pipelines)}"
     elif isinstance(schedule, str) and spec.backfill is not None and schedule not in ("@once", "@continuous"):
@@ -124,7 +123,7 @@ def maintenance_dag(folder: Path | None = None, schedule: str | None = "@daily")
     """One DAG for the lake: a task per pipeline (``maintain_<name>``) that OPTIMIZEs and VACUUMs its sink and
     quarantine tables as the spec's ``maintenance:`` section says. Tasks run one at a time: each is a
     spark-submit, and each waits for a running run of its pipeline to finish (the pipeline lock)."""
-    specs, _ = load_pipeline_dir(folder or load_settings().pipelines_dir)
+    specs = PipelineCatalog.load(folder or load_settings().pipelines_dir).specs
     chosen = sorted(((path, spec) for path, spec in specs.items() if spec.maintenance.enabled),
                     key=lambda item: item[1].name)
     lines = [f"* `{spec.name}`: " + ", ".join(filter(None, [
@@ -154,7 +153,7 @@ def maintenance_dag(folder: Path | None = None, schedule: str | None = "@daily")
 def pipeline_dags(folder: Path | None = None) -> dict[str, DAG]:
     """The DAGs of every valid spec in the pipelines folder, by dag_id. Invalid specs are left out here
     and reported by :func:`raise_spec_errors` from a DAG file of their own."""
-    specs, _ = load_pipeline_dir(folder or load_settings().pipelines_dir)
+    specs = PipelineCatalog.load(folder or load_settings().pipelines_dir).specs
     by_name = {spec.name: spec for spec in specs.values()}
     return {spec.name: build_dag(path, spec, by_name) for path, spec in specs.items()}
 
@@ -165,7 +164,7 @@ class InvalidPipelineSpecs(SpecError):
 
 def raise_spec_errors(folder: Path | None = None) -> None:
     folder = folder or load_settings().pipelines_dir
-    _, errors = load_pipeline_dir(folder)
+    errors = PipelineCatalog.load(folder).errors
     if errors:
         problems = [line for err in errors for line in str(err).splitlines()]
         raise InvalidPipelineSpecs(

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from sluice.catalog import PipelineCatalog
 from sluice.settings import load_settings
-from sluice.spec import SpecError, load_pipeline_dir, load_spec, parse_spec
+from sluice.spec import SpecError, load_spec, parse_spec
 from tests.helpers import orders_spec, write_spec
 
 PROJECT = Path(__file__).resolve().parents[2]
@@ -121,7 +122,8 @@ def test_pipeline_dir_keeps_good_specs_and_reports_bad_and_duplicate_ones(tmp_pa
     write_spec(tmp_path, orders_spec(name="twin"), "twin_a.yaml")
     write_spec(tmp_path, orders_spec(name="twin"), "twin_b.yaml")
     write_spec(tmp_path, orders_spec(name="bad", trigger="never"))
-    specs, errors = load_pipeline_dir(tmp_path)
+    catalog = PipelineCatalog.load(tmp_path)
+    specs, errors = catalog.specs, catalog.errors
     assert [s.name for s in specs.values()] == ["good"]
     messages = sorted(str(e) for e in errors)
     assert len(messages) == 3
@@ -143,7 +145,8 @@ def test_trigger_once_with_stateful_append_query_warns():
 
 
 def test_every_shipped_sample_spec_is_valid():
-    specs, errors = load_pipeline_dir(PROJECT / "include" / "pipelines")
+    catalog = PipelineCatalog.load(PROJECT / "include" / "pipelines")
+    specs, errors = catalog.specs, catalog.errors
     assert errors == []
     assert {s.name for s in specs.values()} >= {"orders_bronze", "customers_csv", "word_count", "events_windowed"}
 

@@ -125,4 +125,5 @@ def test_drivers_map_the_jvm_class_archive_when_there_is_one(lake, monkeypatch, 
     archive_path(settings).write_bytes(b"archive")
     assert f"-XX:SharedArchiveFile={archive_path(settings)}" in java_options()
     monkeypatch.setenv("SLUICE_JVM_ARCHIVE", "off")
+    settings = load_settings()  # the environment is read once, into the settings
     assert not any(o.startswith("-XX:SharedArchiveFile") for o in java_options())

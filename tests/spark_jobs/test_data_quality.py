@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from sluice.checkpoint import Checkpoint
 from sluice.contract import run_job
-from spark_jobs import batch_writer, runner
+from spark_jobs import batch_writer
 from spark_jobs.runner import RunFailed, run_pipeline
 from tests.helpers import (
     delta_version,
@@ -86,9 +87,9 @@ def test_mixed_json_input_every_record_lands_exactly_once(spark, lake):
 def test_a_replayed_batch_writes_nothing_twice_in_either_table(spark, lake, monkeypatch, known):
     spec = make_spec(orders_spec())
     if not known:
-        # the run cannot tell the batch is in the table (a checkpoint on an object store: pending_batch is
-        # None there): the one-pass write finds Delta skipping it and counts the batch for what is missing
-        monkeypatch.setattr(runner.guards, "pending_batch", lambda _checkpoint: None)
+        # the run cannot tell the batch is in the table (it does not see the checkpoint's pending batch): the
+        # one-pass write finds Delta skipping it and counts the batch for what is missing
+        monkeypatch.setattr(Checkpoint, "pending_batch", lambda _checkpoint: None)
     write_mixed_orders(lake.lake_root / "landing" / "orders")
     run(spark, spec, lake)
     sink_version = table(spark, spec, lake).count()

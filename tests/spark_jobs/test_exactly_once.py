@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from sluice.checkpoint import Checkpoint
 from sluice.contract import run_job
 from sluice.lock import PipelineBusy, driver_lock
-from spark_jobs.guards import CHECKPOINT_PROPERTY, PIPELINE_PROPERTY, checkpoint_id
+from spark_jobs.guards import CHECKPOINT_PROPERTY, PIPELINE_PROPERTY
 from spark_jobs.runner import RunFailed, run_pipeline
 from tests.helpers import (
     delta_version,
@@ -146,7 +147,7 @@ def test_the_table_records_its_pipeline_and_checkpoint(spark, lake):
     spec, _, first = landed_orders(spark, lake)
     props = properties(spark, spec.sink_path(lake))
     assert props[PIPELINE_PROPERTY] == "orders"
-    assert props[CHECKPOINT_PROPERTY] == checkpoint_id(spec.checkpoint_path(lake)) == first["checkpoint_id"]
+    assert props[CHECKPOINT_PROPERTY] == Checkpoint(spec.checkpoint_path(lake)).query_id() == first["checkpoint_id"]
 
 
 def test_a_lost_checkpoint_is_refused_and_reset_rebuilds_the_table_from_the_source(spark, lake):
@@ -178,7 +179,7 @@ def test_reset_keeps_the_old_checkpoint_beside_the_new_one(spark, lake):
     reset = run(spark, spec, lake, reset=True)
     aside = Path(reset["replaced_checkpoint"])
     assert aside.parent == Path(spec.checkpoint_path(lake)).parent and aside.name.startswith("orders.replaced-")
-    assert checkpoint_id(str(aside)) == first["checkpoint_id"] != reset["checkpoint_id"]
+    assert Checkpoint(str(aside)).query_id() == first["checkpoint_id"] != reset["checkpoint_id"]
     assert ids(spark, spec, lake) == list(range(12))
 
 
@@ -193,7 +194,7 @@ def test_a_checkpoint_of_another_query_is_refused(spark, lake):
     with pytest.raises(RunFailed) as refused:
         run(spark, spec, lake)
     assert "belongs to another query" in str(refused.value)
-    assert checkpoint_id(other.checkpoint_path(lake)) in str(refused.value)
+    assert Checkpoint(other.checkpoint_path(lake)).query_id() in str(refused.value)
 
 
 def test_a_table_of_another_pipeline_is_refused(spark, lake):
@@ -320,12 +321,11 @@ def test_a_first_run_killed_while_creating_its_tables_is_not_a_broken_pipeline(s
     # kill -9 right before the first Delta commit of the sink and of the quarantine table (their creation):
     # each is left a _delta_log with only Delta's temporary file (seen in `make chaos`); Delta calls such a
     # folder a Delta table, then fails to read it
-    from spark_jobs.guards import ensure_checkpoint_id
 
     spec = make_spec(orders_spec())
     write_lines(lake.lake_root / "landing" / "orders" / "a.json",
                 ['{"id": 1, "amount": 2.0}', '{"id": 2, "amount": 3.0}', '{"id": "x"}'])
-    ensure_checkpoint_id(spec.checkpoint_path(lake))
+    Checkpoint(spec.checkpoint_path(lake)).ensure_query_id()
     for path in (spec.sink_path(lake), spec.quarantine_table_path(lake)):
         log = Path(path) / "_delta_log"
         log.mkdir(parents=True)

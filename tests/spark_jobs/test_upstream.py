@@ -66,13 +66,13 @@ def test_only_commits_that_removed_rows_are_changes_each_with_what_it_says_of_it
 
 
 def test_a_reset_that_follows_an_upstream_rewrite_keeps_only_the_latest_old_checkpoint(tmp_path):
-    from spark_jobs.guards import set_checkpoint_aside
+    from sluice.checkpoint import Checkpoint
 
     checkpoint = tmp_path / "down"
     (tmp_path / "down.replaced-20261101T000000").mkdir()  # a user's reset: kept
     (tmp_path / "down.followed-20261101T000000").mkdir()
     checkpoint.mkdir()
     (checkpoint / "commits").mkdir()
-    aside = set_checkpoint_aside(str(checkpoint), "followed")
+    aside = Checkpoint(str(checkpoint)).set_aside("followed", keep_one=True)
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["down.replaced-20261101T000000", Path(aside).name])
     assert (Path(aside) / "commits").is_dir() and ".followed-" in aside

@@ -1,0 +1,142 @@
+"""One file-system layer for everything sluice reads and writes itself, addressed by URI.
+
+A local path (``/var/lake/cp``), ``file:`` or an object store URI (``s3a://bucket/cp``, ``s3://...``) gives a
+:class:`Storage` rooted there; its methods take paths relative to that root. It is Apache Arrow's file
+system layer (``pyarrow.fs``): it needs no JVM (the launcher and ``sluice`` commands read checkpoints
+without starting Spark), it speaks local disk and the S3 API with one interface, and pyarrow is already
+installed (delta-rs, the ledger's writer, uses it). Spark's own files stay Spark's: the driver writes
+sluice's files in a checkpoint through Spark's CheckpointFileManager (:mod:`spark_jobs.checkpoint_files`),
+the way Spark writes offsets and commits.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import uuid
+from dataclasses import dataclass
+from urllib.parse import unquote
+
+from pyarrow import fs as pafs
+
+OBJECT_STORE_SCHEMES = ("s3a://", "s3n://", "s3://")
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A file or folder found by :meth:`Storage.list`."""
+
+    name: str
+    is_file: bool
+    size: int
+    mtime_ns: int
+
+
+def _resolve(uri: str) -> tuple[pafs.FileSystem, str]:
+    for scheme in OBJECT_STORE_SCHEMES:
+        if uri.startswith(scheme):
+            # Hadoop's s3a:// is the S3 API: Arrow names it s3://
+            return pafs.FileSystem.from_uri("s3://" + uri[len(scheme):])
+    if uri.startswith("file:"):
+        path = uri[5:]
+        if path.startswith("//"):
+            path = path[2:]
+        return pafs.LocalFileSystem(), unquote(path)
+    if "://" in uri:
+        return pafs.FileSystem.from_uri(uri)
+    return pafs.LocalFileSystem(), posixpath.abspath(uri)
+
+
+class Storage:
+    """Files under one root URI. Missing files read as None and list as nothing: callers ask, not guess."""
+
+    def __init__(self, uri: str) -> None:
+        self.uri = uri.rstrip("/") or uri
+        self.fs, self.root = _resolve(self.uri)
+        self.local = isinstance(self.fs, pafs.LocalFileSystem)
+
+    def __repr__(self) -> str:
+        return f"Storage({self.uri!r})"
+
+    def path(self, *parts: str | int) -> str:
+        return posixpath.join(self.root, *(str(p) for p in parts))
+
+    def uri_of(self, *parts: str | int) -> str:
+        """The URI of a path under the root, as Spark and the rest of sluice name it."""
+        return posixpath.join(self.uri, *(str(p) for p in parts)) if parts else self.uri
+
+    def info(self, *parts: str | int) -> pafs.FileInfo:
+        return self.fs.get_file_info(self.path(*parts))
+
+    def exists(self, *parts: str | int) -> bool:
+        return self.info(*parts).type != pafs.FileType.NotFound
+
+    def is_file(self, *parts: str | int) -> bool:
+        return self.info(*parts).type == pafs.FileType.File
+
+    def is_dir(self, *parts: str | int) -> bool:
+        return self.info(*parts).type == pafs.FileType.Directory
+
+    def read_text(self, *parts: str | int) -> str | None:
+        """The file's text, or None when there is no such file."""
+        try:
+            with self.fs.open_input_stream(self.path(*parts)) as stream:
+                return stream.read().decode("utf-8")
+        except FileNotFoundError:
+            return None
+        except OSError as err:  # Arrow reports some missing objects as a plain OSError
+            if not self.exists(*parts):
+                return None
+            raise err
+
+    def write_text(self, *parts_and_text: str | int) -> None:
+        """``write_text(*parts, text)``: the file written whole. On local disk a hidden temporary file is
+        renamed into place; an object store's put is atomic by itself."""
+        *parts, text = parts_and_text
+        target = self.path(*parts)
+        parent = posixpath.dirname(target)
+        self.fs.create_dir(parent, recursive=True)
+        if not self.local:
+            with self.fs.open_output_stream(target) as out:
+                out.write(str(text).encode("utf-8"))
+            return
+        tmp = posixpath.join(parent, f".{posixpath.basename(target)}.{uuid.uuid4().hex[:8]}.tmp")
+        with self.fs.open_output_stream(tmp) as out:
+            out.write(str(text).encode("utf-8"))
+        self.fs.move(tmp, target)
+
+    def list(self, *parts: str | int) -> list[Entry]:
+        """The entries of a folder (not recursive); empty when there is no such folder."""
+        selector = pafs.FileSelector(self.path(*parts), allow_not_found=True, recursive=False)
+        return [Entry(posixpath.basename(i.path), i.type == pafs.FileType.File, i.size or 0, i.mtime_ns or 0)
+                for i in self.fs.get_file_info(selector)]
+
+    def walk_files(self, *parts: str | int) -> list[tuple[str, int]]:
+        """Every file under a folder, recursively: (path relative to that folder, size)."""
+        base = self.path(*parts)
+        selector = pafs.FileSelector(base, allow_not_found=True, recursive=True)
+        return [(posixpath.relpath(i.path, base), i.size or 0) for i in self.fs.get_file_info(selector)
+                if i.type == pafs.FileType.File]
+
+    def numbered(self, *parts: str | int, suffix: str = "") -> list[int]:
+        """The numbers naming a folder's files (``offsets/0``, ``sources/0/9.compact``), ascending."""
+        found = []
+        for entry in self.list(*parts):
+            stem = entry.name[: -len(suffix)] if suffix and entry.name.endswith(suffix) else entry.name
+            if stem.isdigit() and (not suffix or entry.name.endswith(suffix)):
+                found.append(int(stem))
+        return sorted(found)
+
+    def delete(self, *parts: str | int) -> None:
+        """Delete a file (nothing happens if it is not there)."""
+        try:
+            self.fs.delete_file(self.path(*parts))
+        except FileNotFoundError:
+            pass
+
+    def delete_dir(self, *parts: str | int) -> None:
+        if self.is_dir(*parts):
+            self.fs.delete_dir(self.path(*parts))
+
+    def move(self, source: str, target: str) -> None:
+        """Move a file or folder within this storage (paths relative to the root)."""
+        self.fs.move(self.path(source), self.path(target))
