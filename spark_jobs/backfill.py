@@ -33,6 +33,7 @@ from sluice.settings import Settings
 from sluice.spec import DeltaSource, FileSource, KafkaSource, PipelineSpec
 from spark_jobs import guards
 from spark_jobs.errors import describe_error
+from spark_jobs.run import Run
 from spark_jobs.slices import BackfillRefused, delta_slice, slice_predicate, write_slice
 from spark_jobs.transform import query_output
 
@@ -122,14 +123,15 @@ def read_slice(spark: SparkSession, spec: PipelineSpec, settings: Settings, chec
 
 # --- the run --------------------------------------------------------------------------------------------
 
-def run_backfill(spark: SparkSession, spec: PipelineSpec, settings: Settings, options, summary: dict[str, Any],
-                 table: str, checkpoint: str, scratch: Path | None) -> None:
+def run_backfill(run: Run) -> None:
     """Rebuild the slice ``options.backfill`` of the sink; fill ``summary``. Refusals raise
     :class:`BackfillRefused`; other failures become ``summary["error"]``. A dry run replaces the slice in
     a shallow clone of the table, in ``scratch``."""
     from spark_jobs.delta_table import current_version
     from spark_jobs.upstream import aggregates
 
+    spark, spec, settings, options, summary = run.spark, run.spec, run.settings, run.job, run.summary
+    table, checkpoint = run.real.table, run.real.checkpoint
     slice_ = options.backfill
     info: dict[str, Any] = {"column": spec.backfill.column, "slice": slice_.label, "from": slice_.start.isoformat(),
                             "to": slice_.end.isoformat()}
@@ -147,8 +149,8 @@ def run_backfill(spark: SparkSession, spec: PipelineSpec, settings: Settings, op
     predicate = slice_predicate(spark, table, spec.backfill.column, slice_)
     info["predicate"] = predicate
     target_table, quarantine = table, summary["quarantine"]
-    if scratch is not None:
-        target_table, quarantine = str(scratch / "table"), str(scratch / "quarantine")
+    if run.dry_run:
+        target_table, quarantine = run.target.table, run.target.quarantine
         spark.sql(f"CREATE TABLE delta.`{target_table}` SHALLOW CLONE delta.`{table}`")
     writer = None
     try:

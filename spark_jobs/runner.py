@@ -6,6 +6,7 @@ import dataclasses
 import shutil
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,7 @@ from spark_jobs.errors import describe_error
 from spark_jobs.job import JobFailed, JobRecord
 from spark_jobs.kafka_source import explain_failure
 from spark_jobs.progress import ProgressCollector, batches_of
+from spark_jobs.run import Place, Run
 from spark_jobs.sink import output_mode, start_write, txn_app_id
 from spark_jobs.source import explain_delta_failure, read_stream
 from spark_jobs.transform import query_output, register_tables
@@ -67,14 +69,17 @@ def run_pipeline(spark: SparkSession, spec: PipelineSpec, settings: Settings, jo
     summary = record.summary
     scratch = Path(tempfile.mkdtemp(prefix=DRY_RUN_PREFIX + f"{spec.name}-")) if job.dry_run else None
 
+    real = Place(table=table, checkpoint=checkpoint, quarantine=summary["quarantine"])
+    run = Run(spark, spec, settings, job, summary, real=real, target=Place.scratch(scratch) if scratch else real)
+
     def body() -> None:
         _list_local_files_on_the_driver(spark, spec, settings)
         if job.backfill is not None:
             from spark_jobs.backfill import run_backfill
 
-            run_backfill(spark, spec, settings, job, summary, table, checkpoint, scratch)
+            run_backfill(run)
         else:
-            _run_query(spark, spec, settings, job, summary, table, checkpoint, scratch)
+            _run_query(run)
 
     try:
         record.run(body, refusals=(guards.GuardRefused,))
@@ -92,8 +97,10 @@ def _with_rate_limits(spec: PipelineSpec, job: JobRequest) -> PipelineSpec:
     return spec.model_copy(update={"source": spec.source.model_copy(update=limits)}) if limits else spec
 
 
-def _run_query(spark, spec, settings, options, summary, table, checkpoint, scratch) -> None:
-    target_table, target_checkpoint = table, checkpoint
+def _run_query(run: Run) -> None:
+    spark, spec, settings, options, summary = run.spark, run.spec, run.settings, run.job, run.summary
+    table, checkpoint = run.real.table, run.real.checkpoint
+    target_table, target_checkpoint, quarantine = run.target.table, run.target.checkpoint, run.target.quarantine
     collector = ProgressCollector(query_name=spec.name)
     query = writer = None
     reingest = False
@@ -107,18 +114,17 @@ def _run_query(spark, spec, settings, options, summary, table, checkpoint, scrat
         # upstream commits that changed rows (spark_jobs.upstream): a promotion of rescued values is done again
         # in this table, a slice rebuilt up there is rebuilt here after the stream, anything else rebuilds
         # this table whole (a reset)
-        follow = _upstream_plan(spark, spec, settings, checkpoint, table) if not options.reset else None
+        follow = _upstream_plan(run) if not options.reset else None
         if follow is not None and follow.action != "none":
             summary["upstream_changes"] = follow.summary()
             if follow.action == "reset":
-                options = options.as_reset()
+                options = run.job = options.as_reset()
         skip_changes = follow is not None and follow.skips_changes
         promoted_upstream = (follow.promoted or None) if skip_changes else None
         source = read_stream(spark, spec, settings, skip_change_commits=skip_changes)
         register_tables(spark, spec.transform, settings)
         query_df, stateful, schema = query_output(spark, spec, source)
-        quarantine = summary["quarantine"]
-        if scratch is None:
+        if not run.dry_run:
             if not options.reset:
                 guards.check_spec_fits(spec, settings, checkpoint)
             followed = follow is not None and follow.action == "reset"
@@ -131,10 +137,7 @@ def _run_query(spark, spec, settings, options, summary, table, checkpoint, scrat
             if options.reset:
                 guards.empty_quarantine(spark, quarantine)
         else:
-            target_table, target_checkpoint = str(scratch / "table"), str(scratch / "checkpoint")
-            quarantine = str(scratch / "quarantine")
-            cp_id, change = _prepare_dry_run(spark, spec, settings, options, table, checkpoint, target_table,
-                                             target_checkpoint, schema)
+            cp_id, change = _prepare_dry_run(run, schema)
         guards.record_spec(spec, settings, target_checkpoint)
         if follow is not None and follow.action == "rebuild":
             # before the stream skips a change: a run killed before the rebuild is committed rebuilds it again
@@ -154,7 +157,7 @@ def _run_query(spark, spec, settings, options, summary, table, checkpoint, scrat
         # a batch planned but not marked done in the checkpoint, whose transaction the table already has
         # (a crash between the two commits): skip it without reading its input
         committed = _committed_replay(spark, target_checkpoint, target_table, target.app_id)
-        reingest = _check_overwrites(spec, settings, summary, target, committed)
+        reingest = _check_overwrites(run, target, committed)
         phases["prepare"], mark = round(time.monotonic() - mark, 3), time.monotonic()
         if stateful and spec.parses_records():
             # an aggregation's output rows are not input records: a companion query, with its own checkpoint
@@ -211,35 +214,35 @@ def _run_query(spark, spec, settings, options, summary, table, checkpoint, scrat
         mark = time.monotonic()
     summary["delta_version_after"] = current_version(spark, table)
     if query is not None:
-        _fill_batches(spark, summary, collector, query, target_table, target_checkpoint, spec,
-                      txn_app_id(spec.name, summary["checkpoint_id"]), writer.stats)
+        _fill_batches(run, summary, Ran(query, collector, writer.stats), target)
         phases["report"] = round(time.monotonic() - mark, 3)
         if reingest and summary["error"] is None:
             mark = time.monotonic()
-            _run_reingest(spark, spec, settings, options, summary, target)
+            _run_reingest(run, target)
             phases["reingest"] = round(time.monotonic() - mark, 3)
     for key, value in _totals([s for s in (summary.get("bad_records_query") or {},)]).items():
         summary[key] += value
 
 
-def _upstream_plan(spark, spec: PipelineSpec, settings: Settings, checkpoint: str, table: str) -> upstream.Plan | None:
+def _upstream_plan(run: Run) -> upstream.Plan | None:
+    spec, table = run.spec, run.real.table
     if not isinstance(spec.source, DeltaSource):
         return None
     state = log_state(table)
-    columns = state["columns"] if state is not None else (guards.table_state(spark, table) or {}).get("columns")
-    return upstream.plan(spec, spec.source_path(settings), checkpoint, table, columns)
+    columns = state["columns"] if state is not None else (guards.table_state(run.spark, table) or {}).get("columns")
+    return upstream.plan(spec, spec.source_path(run.settings), run.real.checkpoint, table, columns)
 
 
-def _check_overwrites(spec: PipelineSpec, settings: Settings, summary: dict[str, Any], target: Target,
-                      committed: set[int]) -> bool:
+def _check_overwrites(run: Run, target: Target, committed: set[int]) -> bool:
     """Report the landing files rewritten since they were ingested (``overwritten_files``); with
     ``on_overwrite: fail`` refuse the run, with ``reingest`` copy each new version for the companion query.
     ``committed``: the pending batch when the table already has it (:func:`_committed_replay`). Returns
     whether the companion query has copies to ingest (:mod:`spark_jobs.overwrites`)."""
+    spec, summary = run.spec, run.summary
     if not isinstance(spec.source, FileSource):
         return False
     action, checkpoint = spec.source.on_overwrite, target.checkpoint
-    source_root = spec.source_path(settings)
+    source_root = spec.source_path(run.settings)
     # a batch planned but not written (a crash before its Delta commit) is read again by this run, as its files
     # are now: a file of it rewritten since is not an overwrite (its new content is what the replay writes)
     pending = Checkpoint(checkpoint).pending_batch()
@@ -260,10 +263,10 @@ class OverwrittenFiles(RuntimeError):
     """``on_overwrite: fail`` and landing files were rewritten after they were ingested."""
 
 
-def _run_reingest(spark, spec: PipelineSpec, settings: Settings, options: JobRequest, summary: dict[str, Any],
-                  target: Target) -> None:
+def _run_reingest(run: Run, target: Target) -> None:
     """The companion query of ``on_overwrite: reingest``: the copies of rewritten files, through the same
     reader, transform and writer into the same tables, with a checkpoint and transaction id of its own."""
+    spark, spec, summary = run.spark, run.spec, run.summary
     staging = overwrites.staging_folder(target.checkpoint)
     reingest_spec = spec.model_copy(update={"source": spec.source.model_copy(update={"path": str(staging)})})
     checkpoint = overwrites.companion_checkpoint(target.checkpoint)
@@ -275,10 +278,10 @@ def _run_reingest(spark, spec: PipelineSpec, settings: Settings, options: JobReq
     spark.streams.addListener(collector)
     writer = query = None
     try:
-        query_df, _, _ = query_output(spark, reingest_spec, read_stream(spark, reingest_spec, settings))
+        query_df, _, _ = query_output(spark, reingest_spec, read_stream(spark, reingest_spec, run.settings))
         writer = BatchWriter(reingest_spec, companion, transform=True,
                              skip_batches=_committed_replay(spark, checkpoint, target.table, companion.app_id))
-        query = start_write(query_df, batch_function=writer, checkpoint=checkpoint, trigger=options.trigger,
+        query = start_write(query_df, batch_function=writer, checkpoint=checkpoint, trigger=run.job.trigger,
                             query_name=f"{spec.name}_reingest", mode=output_mode(spec))
         query.awaitTermination()
     except Exception as err:  # noqa: BLE001 - the summary's error, raised by the caller
@@ -289,8 +292,7 @@ def _run_reingest(spark, spec: PipelineSpec, settings: Settings, options: JobReq
     summary["delta_version_after"] = part["delta_version_after"] = current_version(spark, summary["sink"])
     if query is None:
         return
-    _fill_batches(spark, part, collector, query, target.table, checkpoint, reingest_spec, companion.app_id,
-                  writer.stats)
+    _fill_batches(run, part, Ran(query, collector, writer.stats), companion)
     summary["reingest"] = {key: part[key] for key in ("batches", "input_rows", "output_rows", "micro_batches",
                                                       "skipped_batches")}
     for key in ("input_rows", "output_rows", *_COUNTS):
@@ -343,9 +345,12 @@ def _totals(stats) -> dict[str, int]:
     return totals
 
 
-def _prepare_dry_run(spark, spec, settings, options, table, checkpoint, target_table, target_checkpoint, schema):
+def _prepare_dry_run(run: Run, schema):
     """Scratch checkpoint and table for a dry run; the same refusals a real run would meet. Returns the
     checkpoint id and the change the run makes to the table's schema."""
+    spark, spec, settings, options = run.spark, run.spec, run.settings, run.job
+    table, checkpoint = run.real.table, run.real.checkpoint
+    target_table, target_checkpoint = run.target.table, run.target.checkpoint
     if options.reset:
         cp_id = Checkpoint(target_checkpoint).ensure_query_id()
         guards.create_table(spark, target_table, schema, spec, cp_id)
@@ -364,8 +369,21 @@ def _prepare_dry_run(spark, spec, settings, options, table, checkpoint, target_t
     return cp_id, change
 
 
-def _fill_batches(spark, summary, collector, query, target_table, target_checkpoint, spec, app_id, stats) -> None:
-    reports = batches_of(collector.reports, list(query.recentProgress))
+@dataclass(frozen=True)
+class Ran:
+    """A query that ran: its progress reports and its writer's per-batch counts."""
+
+    query: Any
+    collector: ProgressCollector
+    stats: dict[int, dict[str, Any]]
+
+
+def _fill_batches(run: Run, summary: dict[str, Any], ran: Ran, target: Target) -> None:
+    """The batches a query ran (``micro_batches``) and their totals, into ``summary`` (the run's, or the
+    reingest part's): offsets and files from its checkpoint, versions from the table's history."""
+    spark, spec, stats, query = run.spark, run.spec, ran.stats, ran.query
+    target_table, target_checkpoint, app_id = run.target.table, target.checkpoint, target.app_id
+    reports = batches_of(ran.collector.reports, list(query.recentProgress))
     query_id = str(query.id)
     before = None if summary["dry_run"] else summary["delta_version_before"]
     latest = None if summary["dry_run"] else summary["delta_version_after"]

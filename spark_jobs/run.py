@@ -1,0 +1,46 @@
+"""A run, as the driver's code passes it around: the pipeline, its request, its summary, and where it writes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import SparkSession
+
+from sluice.contract import JobRequest
+from sluice.settings import Settings
+from sluice.spec import PipelineSpec
+
+
+@dataclass(frozen=True)
+class Place:
+    """A pipeline's table, checkpoint and quarantine table."""
+
+    table: str
+    checkpoint: str
+    quarantine: str
+
+    @classmethod
+    def scratch(cls, folder: Path) -> Place:
+        """A dry run's copies, in a scratch folder: the real place is not touched."""
+        return cls(table=str(folder / "table"), checkpoint=str(folder / "checkpoint"),
+                   quarantine=str(folder / "quarantine"))
+
+
+@dataclass
+class Run:
+    """One run of one pipeline. ``real``: the pipeline's own table and checkpoint (what the run reads, and
+    what the summary names); ``target``: where it writes, the real place or a dry run's scratch copies."""
+
+    spark: SparkSession
+    spec: PipelineSpec
+    settings: Settings
+    job: JobRequest
+    summary: dict[str, Any]
+    real: Place
+    target: Place
+
+    @property
+    def dry_run(self) -> bool:
+        return self.target != self.real
