@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, PrivateAttr
 
 from sluice.run_request import BackfillSlice, RunRequest
 from sluice.spec import Trigger
@@ -156,14 +156,19 @@ class Summary(BaseModel):
     """Seconds by phase (``session``, ``prepare``, ``query``, ``report``, ``ledger``, ``spark_submit``, ...)."""
     ledger: str | None = None
     ledger_error: str | None = None
+    _keys: list[str] = PrivateAttr(default_factory=list)
+    """The keys in the order the driver wrote them (the Airflow UI shows an XCom value's first keys)."""
 
     @property
     def succeeded(self) -> bool:
         return self.status == "succeeded"
 
     def to_json(self) -> dict[str, Any]:
-        """The summary as JSON values (what XCom, the summary file and ``sluice run``'s last line carry)."""
-        return self.model_dump(mode="json", exclude_unset=True)
+        """The summary as JSON values (what XCom, the summary file and ``sluice run``'s last line carry), its
+        keys in the driver's order."""
+        data = self.model_dump(mode="json", exclude_unset=True)
+        order = [k for k in self._keys if k in data] + [k for k in data if k not in self._keys]
+        return {key: data[key] for key in order}
 
     def note_phase(self, name: str, seconds: float) -> None:
         self.phases_s[name] = round(seconds, 3)
@@ -177,7 +182,9 @@ class Summary(BaseModel):
             return None
         data = json.loads(path.read_text(encoding="utf-8"))
         model = MaintenanceSummary if data.get("mode") == "maintenance" else RunSummary
-        return model.model_validate(data)
+        summary = model.model_validate(data)
+        summary._keys = list(data)
+        return summary
 
 
 class SourceReport(BaseModel):

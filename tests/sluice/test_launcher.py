@@ -65,6 +65,8 @@ def test_a_job_that_succeeded_gives_its_summary_key_for_key(plan_for):
     spark_submit = data["phases_s"].pop("spark_submit")
     assert spark_submit >= 0
     assert data == written  # the driver's JSON, key for key, nothing added but the launcher's own phase
+    assert list(data) == list(written)  # in its order: the Airflow UI shows an XCom value's first keys
+    assert list(data["micro_batches"][0]) == list(written["micro_batches"][0])
 
 
 def test_a_failed_job_carries_its_summary_and_error(plan_for):
