@@ -69,37 +69,36 @@ class PipelineCatalog:
     def get(self, name: str) -> PipelineSpec | None:
         return next((spec for spec in self.specs.values() if spec.name == name), None)
 
-    def path_of(self, name: str) -> Path | None:
-        return next((path for path, spec in self.specs.items() if spec.name == name), None)
+    def _first_named(self, name: str) -> tuple[Path, PipelineSpec] | None:
+        """The first spec file of the folder that is valid on its own and names ``name``: found even when the
+        folder's checks refuse it (a duplicate name, an unknown upstream), so that its run says what is wrong."""
+        for path in spec_files(self.folder):
+            try:
+                spec = load_spec(path)
+            except SpecError:
+                continue
+            if spec.name == name:
+                return path, spec
+        return None
 
     def resolve(self, arg: str) -> Path:
         """A spec file path, or the name of a pipeline in the folder (``sluice run orders``)."""
         path = Path(arg)
         if path.is_file() or path.suffix in (".yaml", ".yml"):
             return path
-        # by name: the first valid spec file with it (one that the folder's checks refuse, a duplicate name or
-        # an unknown upstream, is still found, and its run says what is wrong)
-        for candidate in spec_files(self.folder):
-            try:
-                if load_spec(candidate).name == arg:
-                    return candidate
-            except SpecError:
-                continue
+        found = self._first_named(arg)
+        if found is not None:
+            return found[0]
         raise SpecError(arg, [f"no such spec file, and no pipeline of that name in {self.folder}"])
 
     def upstream(self, name: str, reader: str) -> PipelineSpec:
         """The spec of the pipeline ``name`` (a Delta source's, an asset schedule's); a SpecError of
         ``reader``'s if there is no valid one."""
         found = self.get(name)
+        if found is None:  # valid on its own but refused by the folder's checks: still its table
+            named = self._first_named(name)
+            found = named[1] if named is not None else None
         if found is None:
-            # valid on its own, but not in the folder's catalog (its own upstream is unknown): still its table
-            for path in spec_files(self.folder):
-                try:
-                    spec = load_spec(path)
-                except SpecError:
-                    continue
-                if spec.name == name:
-                    return spec
             raise SpecError(reader, [f"source.pipeline: no valid pipeline named {name!r} in {self.folder}"])
         return found
 
