@@ -19,7 +19,6 @@ progress to stderr and prints the JSON run summary as its last stdout line.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import logging
 import os
@@ -97,13 +96,12 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     from sluice_airflow.kafka_connection import kafka_secret_env
 
     from sluice.contract import JobRequest
-    from sluice.lock import run_lock
+    from sluice.launcher import lock_for
 
     run_id = "cli__" + datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S") + f"_{os.getpid()}"
     job = JobRequest(spec_path=str(spec_path), run_id=run_id, run=request)
     # a real run holds the pipeline's lock from before spark-submit to its end: a second run is refused at once
-    lock = run_lock(settings.checkpoint_root, spec.name, {"run_id": run_id}, dry_run=job.dry_run,
-                    backfill=job.backfill is not None)
+    lock = lock_for(job, spec.name, settings.checkpoint_root)
     # kafka_secret_env reads Airflow only for a spec that names a Kafka connection
     return _launch(job, spec, settings, lock, secret_env=kafka_secret_env(spec),
                    airflow_free=not getattr(spec.source, "connection", None))
@@ -118,12 +116,11 @@ def cmd_maintain(args: argparse.Namespace, settings: Settings) -> int:
         return 2
     _apply_env(settings)
     from sluice.contract import maintain_job
-    from sluice.lock import maintenance_lock
+    from sluice.launcher import lock_for
 
     run_id = "cli_maintain__" + datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S") + f"_{os.getpid()}"
     job = maintain_job(spec_path=str(spec_path), run_id=run_id, dry_run=args.dry_run)
-    lock = (contextlib.nullcontext() if args.dry_run else
-            maintenance_lock(settings.checkpoint_root, spec.name, {"run_id": run_id, "mode": "maintenance"}, args.wait))
+    lock = lock_for(job, spec.name, settings.checkpoint_root, wait_seconds=args.wait)
     return _launch(job, spec, settings, lock)
 
 
@@ -152,7 +149,7 @@ def _launch(job, spec, settings: Settings, lock, *, secret_env=None, airflow_fre
             summary = failed.summary
     data = summary.to_json()
     if job.kind == "run":
-        for warning in quality_warnings(data):
+        for warning in quality_warnings(summary):
             print(f"warning: {warning}", file=sys.stderr)
     print(json.dumps(data))
     return 0 if summary.succeeded else 1

@@ -135,7 +135,7 @@ def maintain_job(*, run_id: str = "adhoc", dry_run: bool = False, airflow: Airfl
 class Summary(BaseModel):
     """The keys every job's summary has. Optional keys a job did not set are left out of the JSON, as ever."""
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=False)
+    model_config = ConfigDict(extra="forbid")
 
     pipeline: str
     run_id: str
@@ -158,6 +158,20 @@ class Summary(BaseModel):
     ledger_error: str | None = None
     _keys: list[str] = PrivateAttr(default_factory=list)
     """The keys in the order the driver wrote them (the Airflow UI shows an XCom value's first keys)."""
+
+    def __init__(self, **fields: Any) -> None:
+        super().__init__(**fields)
+        self._keys = list(fields)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        super().__setattr__(name, value)
+        if name in type(self).model_fields and name not in self._keys:
+            self._keys.append(name)
+
+    def update(self, **fields: Any) -> None:
+        """Set several keys at once (in this order, for the keys new to the summary)."""
+        for name, value in fields.items():
+            setattr(self, name, value)
 
     @property
     def succeeded(self) -> bool:
@@ -222,6 +236,18 @@ class BatchReport(BaseModel):
     sources: list[SourceReport] = []
 
 
+class ReingestReport(BaseModel):
+    """The companion query of ``source.on_overwrite: reingest``: the new versions of rewritten files."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    batches: int = 0
+    input_rows: int = 0
+    output_rows: int = 0
+    micro_batches: list[BatchReport] = []
+    skipped_batches: list[int] = []
+
+
 class RunSummary(Summary):
     """What one run did: the JSON summary of ``sluice run``, the task's XCom value, the ledger's row."""
 
@@ -247,7 +273,7 @@ class RunSummary(Summary):
     added_columns: list[str] | None = None
     bad_records_query: dict[str, Any] | None = None
     overwritten_files: dict[str, Any] | None = None
-    reingest: dict[str, Any] | None = None
+    reingest: ReingestReport | None = None
 
     def headline(self) -> str:
         return (f"{self.batches} batches, {self.input_rows} rows in, {self.output_rows} rows out, Delta version "

@@ -1,52 +1,100 @@
-"""Reading a Delta table's log on local disk without Spark: its latest version, properties, file count and
-schema, from the latest commit's checksum file. The Spark side uses it to skip a Spark job (seconds on a
-cold JVM); ``sluice validate`` to show the schema change a spec would make, without a JVM."""
+"""A Delta table's log, read without Spark: its versions, the latest state (properties, file count, schema)
+from the commit's checksum file, each commit's actions and ``commitInfo``. The Spark side uses it to skip a
+Spark job (seconds on a cold JVM); ``sluice validate`` to show the schema change a spec would make, without a
+JVM; a downstream pipeline to find the upstream commits that changed rows.
+
+Read through :class:`sluice.storage.Storage`, the file-system layer the checkpoint is read through. One gate,
+:meth:`DeltaLog.open`, decides which tables are read this way: for now those on local disk. A table on an
+object store is asked of Delta through Spark, as before: Arrow's S3 layer needs the store's endpoint and
+credentials (without them it asks AWS for the bucket's region), which sluice hands over with object storage.
+"""
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
+from sluice.storage import Storage, is_local_uri
 
-def local_path(path: str) -> Path | None:
-    """``path`` as a local file system path (a plain path or a ``file:`` URI); None for a remote one."""
-    if "://" in path and not path.startswith("file:"):
-        return None
-    return Path(path.removeprefix("file://").removeprefix("file:"))
+LOG = "_delta_log"
 
 
-def local_log(path: str) -> Path | None:
-    """The ``_delta_log`` folder of a table on local disk (None for a remote path or no table)."""
-    local = local_path(path)
-    log = local / "_delta_log" if local is not None else None
-    return log if log is not None and log.is_dir() else None
+class DeltaLog:
+    """The ``_delta_log`` of the table at ``table`` (a path or URI)."""
+
+    def __init__(self, table: str, storage: Storage) -> None:
+        self.table, self.files = table, storage
+
+    @classmethod
+    def open(cls, table: str) -> DeltaLog | None:
+        """The table's log, or None: no ``_delta_log`` there, or a table not read this way (see the module)."""
+        if not is_local_uri(table):
+            return None
+        storage = Storage(table)
+        return cls(table, storage) if storage.is_dir(LOG) else None
+
+    def __repr__(self) -> str:
+        return f"DeltaLog({self.table!r})"
+
+    def versions(self) -> list[int]:
+        """The versions of the commit files kept in the log, ascending (none: a creation that died before its
+        first commit left only temporary files)."""
+        return self.files.numbered(LOG, suffix=".json")
+
+    def actions(self, version: int) -> list[dict[str, Any]]:
+        """The actions of one commit (``add``, ``remove``, ``metaData``, ``commitInfo``, ...)."""
+        text = self.files.read_text(LOG, f"{version:020d}.json") or ""
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+    def state(self) -> dict[str, Any] | None:
+        """Version, table properties, file count and schema (Spark's JSON form), from the latest commit's
+        version checksum file. None when there is no commit or no checksum: ask Delta instead."""
+        try:
+            versions = self.versions()
+            if not versions:
+                return None
+            version = versions[-1]
+            checksum = json.loads(self.files.read_text(LOG, f"{version:020d}.crc") or "null")
+            schema = json.loads(checksum["metadata"]["schemaString"])
+            return {
+                "version": version,
+                "properties": dict(checksum["metadata"].get("configuration") or {}),
+                "num_files": int(checksum["numFiles"]),
+                "columns": [f["name"] for f in schema["fields"]],
+                "schema": schema,
+            }
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def history(self, after: int | None = None) -> list[dict[str, Any]]:
+        """The ``commitInfo`` of each commit after version ``after`` (all kept commits if None), as
+        ``DESCRIBE HISTORY`` shows it, without a Spark job."""
+        rows = []
+        for version in self.versions():
+            if after is not None and version <= after:
+                continue
+            info = next((a["commitInfo"] for a in self.actions(version) if "commitInfo" in a), None)
+            if info is not None:
+                rows.append({
+                    "version": version,
+                    "operation": info.get("operation"),
+                    # the log keeps parameter values JSON-encoded ("epochId": "3"); history shows them as text
+                    "operationParameters": {k: _text(v) for k, v in (info.get("operationParameters") or {}).items()},
+                    "operationMetrics": info.get("operationMetrics") or {},
+                    "userMetadata": info.get("userMetadata"),
+                })
+        return rows
+
+    def delete(self) -> None:
+        """Delete the log folder (a creation that died before its first commit: no commit, no table)."""
+        self.files.delete_dir(LOG)
 
 
-def log_state(path: str) -> dict[str, Any] | None:
-    """Version, table properties, file count and schema (Spark's JSON form) of a table on local disk, read
-    from its ``_delta_log`` (the latest commit's version checksum file) without a Spark job -- on a fresh
-    JVM each Delta query costs seconds. None when that is not possible (no table, a remote path, no
-    checksum): ask Delta instead."""
-    log = local_log(path)
-    if log is None:
-        return None
-    try:
-        versions = [int(p.name[:-5]) for p in log.iterdir() if p.name.endswith(".json") and p.name[:-5].isdigit()]
-    except OSError:
-        return None
-    if not versions:
-        return None
-    version = max(versions)
-    try:
-        checksum = json.loads((log / f"{version:020d}.crc").read_text(encoding="utf-8"))
-        schema = json.loads(checksum["metadata"]["schemaString"])
-        return {
-            "version": version,
-            "properties": dict(checksum["metadata"].get("configuration") or {}),
-            "num_files": int(checksum["numFiles"]),
-            "columns": [f["name"] for f in schema["fields"]],
-            "schema": schema,
-        }
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
+def log_state(table: str) -> dict[str, Any] | None:
+    """:meth:`DeltaLog.state` of the table at ``table``; None when its log cannot be read that way."""
+    log = DeltaLog.open(table)
+    return log.state() if log is not None else None
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value)

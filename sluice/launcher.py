@@ -4,7 +4,7 @@
         plan = build_plan(job, spec, settings, workdir=Path(workdir))
         summary = launch(plan, lock, submit)          # raises JobFailed
 
-``lock`` is the pipeline's lock (:mod:`sluice.lock`), held from before spark-submit to its end; ``submit``
+``lock`` is the pipeline's lock (:func:`lock_for`), held from before spark-submit to its end; ``submit``
 runs the plan's spark-submit and raises if it failed (the provider's ``SparkSubmitHook``, or a plain
 subprocess when the Spark master is known without Airflow). Each caller turns :class:`JobFailed` into its
 own failure: a failed Airflow task, or ``sluice run``'s exit code 1 with the summary on stdout.
@@ -21,10 +21,11 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
-from sluice.contract import Summary
-from sluice.lock import PipelineBusy
+from sluice.contract import JobRequest, Summary
+from sluice.lock import PipelineBusy, maintenance_lock, run_lock
 from sluice.process import kill_tree
 from sluice.submit import SubmitPlan, spark_submit_command
 
@@ -37,6 +38,17 @@ class JobFailed(RuntimeError):
         super().__init__(message)
         self.summary = summary
         self.cause = cause
+
+
+def lock_for(job: JobRequest, pipeline: str, checkpoint_root: Path, *, wait_seconds: float = 0):
+    """The lock a launcher holds around a job's spark-submit (:mod:`sluice.lock`): none for a dry run (it
+    changes neither checkpoint nor table); a run's, refused at once if the pipeline is busy (a backfill waits
+    for it); maintenance's, waited for up to ``wait_seconds`` (a running run finishes first)."""
+    if job.dry_run:
+        return contextlib.nullcontext()
+    if job.kind == "maintain":
+        return maintenance_lock(checkpoint_root, pipeline, job.holder(), wait_seconds)
+    return run_lock(checkpoint_root, pipeline, job.holder(), dry_run=False, backfill=job.backfill is not None)
 
 
 def launch(plan: SubmitPlan, lock: Any, submit: Callable[[SubmitPlan], None]) -> Summary:

@@ -17,7 +17,10 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sluice.contract import Summary
 
 COMPACT_EVERY = 100
 """Compact the ledger's files (one per run) when its version is a multiple of this."""
@@ -97,73 +100,76 @@ def _text(value: Any) -> str | None:
     return None if value is None else (value if isinstance(value, str) else json.dumps(value))
 
 
-def ledger_row(summary: dict[str, Any]) -> dict[str, Any]:
-    airflow = summary.get("airflow") or {}
-    batches = summary.get("micro_batches") or []
-    started = datetime.fromisoformat(summary["started_at"])
-    ended = datetime.fromisoformat(summary["ended_at"]) if summary.get("ended_at") else None
-    follow = summary.get("upstream_changes") or {}
+def ledger_row(summary: Summary) -> dict[str, Any]:
+    """The ledger's row of a run's (or a maintenance job's) summary."""
+    from sluice.contract import RunSummary
+
+    run = summary if isinstance(summary, RunSummary) else RunSummary.model_construct()
+    airflow = summary.airflow
+    data = summary.to_json()
+    follow = run.upstream_changes or {}
+    overwritten = run.overwritten_files or {}
     return {
-        "pipeline": summary["pipeline"],
-        "run_id": summary["run_id"],
-        "dag_id": airflow.get("dag_id"),
-        "dag_run_id": airflow.get("dag_run_id"),
-        "try_number": airflow.get("try_number"),
-        "mode": summary.get("mode"),
-        "trigger": summary.get("trigger"),
-        "dry_run": bool(summary.get("dry_run")),
-        "status": summary.get("status"),
-        "error": summary.get("error"),
-        "started_at": started,
-        "ended_at": ended,
-        "duration_s": summary.get("duration_s"),
-        "batch_ids": [b["batch_id"] for b in batches],
-        "batches": len(batches),
-        "input_rows": summary.get("input_rows", 0),
-        "output_rows": summary.get("output_rows", 0),
-        "delta_version_before": summary.get("delta_version_before"),
-        "delta_version_after": summary.get("delta_version_after"),
-        "checkpoint_id": summary.get("checkpoint_id"),
-        "bad_records": summary.get("bad_records", 0),
-        "quarantined_rows": summary.get("quarantined_rows", 0),
-        "dropped_rows": summary.get("dropped_rows", 0),
-        "rescued_rows": summary.get("rescued_rows", 0),
-        "expectations": json.dumps(summary.get("expectations") or {}),
-        "quarantine": summary.get("quarantine"),
-        "backfill": (summary.get("backfill") or {}).get("slice"),
-        "maintenance": json.dumps({k: summary.get(k) for k in MAINTENANCE_KEYS}) if summary.get("mode") == "maintenance" else None,
-        "overwritten_files": (summary.get("overwritten_files") or {}).get("count"),
-        "overwritten_paths": (summary.get("overwritten_files") or {}).get("paths"),
+        "pipeline": summary.pipeline,
+        "run_id": summary.run_id,
+        "dag_id": airflow.dag_id if airflow else None,
+        "dag_run_id": airflow.dag_run_id if airflow else None,
+        "try_number": airflow.try_number if airflow else None,
+        "mode": summary.mode,
+        "trigger": run.trigger if run is summary else None,
+        "dry_run": summary.dry_run,
+        "status": summary.status,
+        "error": summary.error,
+        "started_at": datetime.fromisoformat(summary.started_at),
+        "ended_at": datetime.fromisoformat(summary.ended_at) if summary.ended_at else None,
+        "duration_s": summary.duration_s,
+        "batch_ids": [b.batch_id for b in run.micro_batches],
+        "batches": len(run.micro_batches),
+        "input_rows": run.input_rows,
+        "output_rows": run.output_rows,
+        "delta_version_before": summary.delta_version_before,
+        "delta_version_after": summary.delta_version_after,
+        "checkpoint_id": run.checkpoint_id,
+        "bad_records": run.bad_records,
+        "quarantined_rows": run.quarantined_rows,
+        "dropped_rows": run.dropped_rows,
+        "rescued_rows": run.rescued_rows,
+        "expectations": json.dumps(data.get("expectations") or {}),
+        "quarantine": run.quarantine if run is summary else None,
+        "backfill": (run.backfill or {}).get("slice"),
+        "maintenance": json.dumps({k: data.get(k) for k in MAINTENANCE_KEYS}) if summary.mode == "maintenance" else None,
+        "overwritten_files": overwritten.get("count"),
+        "overwritten_paths": overwritten.get("paths"),
         "upstream_action": follow.get("action"),
         "upstream_version": follow.get("through_version"),
         "rebuilt_slices": [r["slice"] for r in follow.get("rebuilds") or [] if r.get("written")] if follow else None,
         "upstream_changes": json.dumps(follow) if follow else None,
         "micro_batches": [
             {
-                "batch_id": b["batch_id"],
-                "delta_version": b.get("delta_version"),
-                "replay_of_version": b.get("replay_of_version"),
-                "input_rows": b.get("input_rows", 0),
-                "output_rows": b.get("output_rows", 0),
-                "quarantined_rows": b.get("quarantined_rows", 0),
+                "batch_id": b.batch_id,
+                "delta_version": b.delta_version,
+                "replay_of_version": b.replay_of_version,
+                "input_rows": b.input_rows,
+                "output_rows": b.output_rows,
+                "quarantined_rows": b.quarantined_rows,
                 "sources": [
                     {
-                        "description": s.get("description"),
-                        "start_offset": _text(s.get("start_offset")),
-                        "end_offset": _text(s.get("end_offset")),
-                        "input_rows": s.get("input_rows", 0),
-                        "files": s.get("files"),
+                        "description": s.description,
+                        "start_offset": _text(s.start_offset),
+                        "end_offset": _text(s.end_offset),
+                        "input_rows": s.input_rows,
+                        "files": s.files,
                     }
-                    for s in b.get("sources", [])
+                    for s in b.sources
                 ],
             }
-            for b in batches
+            for b in run.micro_batches
         ],
-        "summary": json.dumps(summary, default=str),
+        "summary": json.dumps(data),
     }
 
 
-def append_run(ledger: str, summary: dict[str, Any], attempts: int = 5) -> int:
+def append_run(ledger: str, summary: Summary, attempts: int = 5) -> int:
     """Append the run's row (creating the table on first use); returns the ledger version written."""
     import pyarrow as pa
     from deltalake import DeltaTable, write_deltalake

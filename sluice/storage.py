@@ -31,6 +31,16 @@ class Entry:
     mtime_ns: int
 
 
+def is_local_uri(uri: str) -> bool:
+    """Whether ``uri`` names local disk (a plain path or ``file:``), without opening any file system."""
+    return uri.startswith("file:") or "://" not in uri
+
+
+def local_path(uri: str) -> str | None:
+    """``uri`` as a local file system path; None for a remote one."""
+    return _resolve(uri)[1] if is_local_uri(uri) else None
+
+
 def _resolve(uri: str) -> tuple[pafs.FileSystem, str]:
     for scheme in OBJECT_STORE_SCHEMES:
         if uri.startswith(scheme):

@@ -34,7 +34,13 @@ from sluice.spec import DeltaSource, FileSource, KafkaSource, PipelineSpec
 from spark_jobs import guards
 from spark_jobs.errors import describe_error
 from spark_jobs.run import Run
-from spark_jobs.slices import BackfillRefused, delta_slice, slice_predicate, write_slice
+from spark_jobs.slices import (
+    BackfillRefused,
+    SliceWrite,
+    delta_slice,
+    slice_predicate,
+    write_slice,
+)
 from spark_jobs.transform import query_output
 
 BACKFILL_LABEL_COLUMN = "backfill"
@@ -124,19 +130,19 @@ def read_slice(spark: SparkSession, spec: PipelineSpec, settings: Settings, chec
 # --- the run --------------------------------------------------------------------------------------------
 
 def run_backfill(run: Run) -> None:
-    """Rebuild the slice ``options.backfill`` of the sink; fill ``summary``. Refusals raise
-    :class:`BackfillRefused`; other failures become ``summary["error"]``. A dry run replaces the slice in
+    """Rebuild the slice ``run.job.backfill`` of the sink; fill ``run.summary``. Refusals raise
+    :class:`BackfillRefused`; other failures become ``summary.error``. A dry run replaces the slice in
     a shallow clone of the table, in ``scratch``."""
     from spark_jobs.delta_table import current_version
     from spark_jobs.upstream import aggregates
 
-    spark, spec, settings, options, summary = run.spark, run.spec, run.settings, run.job, run.summary
+    spark, spec, settings, summary = run.spark, run.spec, run.settings, run.summary
     table, checkpoint = run.real.table, run.real.checkpoint
-    slice_ = options.backfill
+    slice_ = run.job.backfill
     info: dict[str, Any] = {"column": spec.backfill.column, "slice": slice_.label, "from": slice_.start.isoformat(),
                             "to": slice_.end.isoformat()}
-    summary["backfill"] = info
-    phases, mark = summary["phases_s"], time.monotonic()
+    summary.backfill = info
+    phases, mark = summary.phases_s, time.monotonic()
     state = guards.table_state(spark, table)
     if state is None:
         raise BackfillRefused(
@@ -148,9 +154,8 @@ def run_backfill(run: Run) -> None:
     info["checkpoint_batch"] = last
     predicate = slice_predicate(spark, table, spec.backfill.column, slice_)
     info["predicate"] = predicate
-    target_table, quarantine = table, summary["quarantine"]
+    target_table = run.target.table  # a dry run's scratch copy
     if run.dry_run:
-        target_table, quarantine = run.target.table, run.target.quarantine
         spark.sql(f"CREATE TABLE delta.`{target_table}` SHALLOW CLONE delta.`{table}`")
     writer = None
     try:
@@ -164,9 +169,8 @@ def run_backfill(run: Run) -> None:
             files, _ = slice_files(spec, settings, checkpoint, last, slice_)
         phases["prepare"], mark = round(time.monotonic() - mark, 3), time.monotonic()
         clip = isinstance(spec.source, DeltaSource) and aggregates(spec)
-        writer, deferred = write_slice(spark, spec, df, table=target_table, quarantine=quarantine,
-                                       run_id=options.run_id, slice_=slice_, column=spec.backfill.column,
-                                       predicate=predicate, files=files, clip=clip)
+        writer, deferred = write_slice(run, df, SliceWrite(slice_, spec.backfill.column, predicate, files=files,
+                                                           clip=clip))
         if deferred:
             # windows the stream has not written yet: it writes them when the watermark passes them
             info["not_written_yet"] = deferred
@@ -175,18 +179,18 @@ def run_backfill(run: Run) -> None:
         raise
     except Exception as err:  # noqa: BLE001 - every failure becomes the summary's error
         failure = writer.failure if writer is not None else None
-        summary["error"] = describe_error(failure or err)
-    summary["delta_version_after"] = current_version(spark, table)
+        summary.error = describe_error(failure or err)
+    summary.delta_version_after = current_version(spark, table)
     stats = writer.stats.get(0, {}) if writer is not None else {}
-    summary["input_rows"] = stats.get("input_rows", 0)
-    for key in ("bad_records", "quarantined_rows", "dropped_rows", "rescued_rows"):
-        summary[key] = int(stats.get(key) or 0)
-    summary["expectations"] = stats.get("expectations", {})
+    summary.input_rows = stats.get("input_rows", 0)
+    summary.update(**{key: int(stats.get(key) or 0)
+                      for key in ("bad_records", "quarantined_rows", "dropped_rows", "rescued_rows")})
+    summary.expectations = stats.get("expectations", {})
     info["outside_slice"] = stats.get("outside_slice", 0)
-    if summary["error"] is None and stats:
+    if summary.error is None and stats:
         metrics = last_commit_metrics(spark, target_table)
         info["metrics"] = metrics
-        summary["output_rows"] = int(metrics.get("numOutputRows", 0)) - int(metrics.get("numCopiedRows", 0))
+        summary.output_rows = int(metrics.get("numOutputRows", 0)) - int(metrics.get("numCopiedRows", 0))
 
 
 def last_commit_metrics(spark: SparkSession, table: str) -> dict[str, str]:

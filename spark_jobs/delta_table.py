@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 
-from sluice.delta_log import local_log, log_state
+from sluice.delta_log import DeltaLog, log_state
+from sluice.storage import local_path
 
 
 def current_version(spark: SparkSession, path: str) -> int | None:
@@ -25,11 +25,9 @@ def current_version(spark: SparkSession, path: str) -> int | None:
 def uncommitted_log(path: str) -> bool:
     """A local ``_delta_log`` that holds no commit: a table whose creation died before its first commit (a
     crash, kill -9). Delta says "is a Delta table" of it, then fails to read it; it is no table yet."""
-    log = local_log(path)
-    if log is None:
-        return False
+    log = DeltaLog.open(path)
     try:
-        return not any(p.name.endswith(".json") and p.name[:-5].isdigit() for p in log.iterdir())
+        return log is not None and not log.versions()
     except OSError:
         return False
 
@@ -48,9 +46,9 @@ def commits_since(
     """
     if version is not None and latest is not None and latest <= version:
         return {}
-    local = local_log(path)
-    if local is not None:
-        rows = local_history(local, version)
+    log = DeltaLog.open(path)
+    if log is not None:
+        rows = log.history(version)
     else:
         if not DeltaTable.isDeltaTable(spark, path):
             return {}
@@ -92,44 +90,16 @@ def commits_since(
 def txn_version(path: str, app_id: str) -> int | None:
     """The latest ``txnVersion`` the table committed for ``app_id`` (the idempotent writes' id), read with
     delta-rs from a table on local disk; None if there is none or it cannot be read that way."""
-    if local_log(path) is None:
+    if DeltaLog.open(path) is None:
         return None
     try:
         from deltalake import DeltaTable as RustDeltaTable
 
-        return RustDeltaTable(path.removeprefix("file://").removeprefix("file:")).transaction_version(app_id)
+        return RustDeltaTable(local_path(path)).transaction_version(app_id)
     except Exception:  # noqa: BLE001 - an optimisation only: without it the replay is read, and Delta skips its write
         return None
 
 
-
-
-def local_history(log: Path, after: int | None) -> list[dict[str, Any]]:
-    """The commitInfo of each commit after version ``after`` (all kept commits if None), read from the
-    commit files themselves: what ``DESCRIBE HISTORY`` shows, without a Spark job (seconds on a cold JVM)."""
-    rows = []
-    for file in sorted(log.glob("*.json")):
-        if not file.stem.isdigit() or (after is not None and int(file.stem) <= after):
-            continue
-        for line in file.read_text(encoding="utf-8").splitlines():
-            if '"commitInfo"' not in line:
-                continue
-            info = json.loads(line).get("commitInfo")
-            if info is not None:
-                rows.append({
-                    "version": int(file.stem),
-                    "operation": info.get("operation"),
-                    # the log keeps parameter values JSON-encoded ("epochId": "3"); history shows them as text
-                    "operationParameters": {k: _param_text(v) for k, v in (info.get("operationParameters") or {}).items()},
-                    "operationMetrics": info.get("operationMetrics") or {},
-                    "userMetadata": info.get("userMetadata"),
-                })
-                break
-    return rows
-
-
-def _param_text(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value)
 
 
 def json_object(text: str | None) -> dict[str, Any]:

@@ -18,8 +18,6 @@ stateful part of the query). A spec change Spark cannot resume from is explained
 from __future__ import annotations
 
 import json
-import shutil
-from pathlib import Path
 from typing import Any
 
 from delta.tables import DeltaTable
@@ -27,7 +25,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.types import StructField, StructType
 
 from sluice.checkpoint import Checkpoint
-from sluice.delta_log import log_state
+from sluice.delta_log import DeltaLog, log_state
 from sluice.schema_change import SchemaChange, refusal_message
 from sluice.settings import Settings
 from sluice.spec import RESCUED_COLUMN, KafkaSource, PipelineSpec, stateful_sql
@@ -149,10 +147,11 @@ def create_table(
         writer.save(path)
         set_identity(spark, path, spec, cp_id)
         return
-    if uncommitted_log(path):
+    log = DeltaLog.open(path)
+    if log is not None and not log.versions():
         # a creation that died before its first commit left a _delta_log of temporary files only, which Delta's
         # createIfNotExists takes for a table it then cannot read: no commit means no table, so start over
-        shutil.rmtree(Path(path) / "_delta_log")
+        log.delete()
     builder = DeltaTable.createIfNotExists(spark).location(path).addColumns(_nullable(schema))
     if spec.sink.partition_by:
         builder = builder.partitionedBy(*spec.sink.partition_by)

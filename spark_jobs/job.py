@@ -24,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from sluice.contract import JobRequest, iso
+from sluice.contract import JobRequest, MaintenanceSummary, RunSummary, Summary, iso
 from sluice.ledger import append_run
 from sluice.lock import PipelineBusy, driver_lock
 from sluice.settings import Settings, load_settings
@@ -35,9 +35,9 @@ from spark_jobs.errors import describe_error
 class JobFailed(RuntimeError):
     """The job failed; ``summary`` holds what was known, with ``status: failed`` and the ``error``."""
 
-    def __init__(self, summary: dict[str, Any]):
+    def __init__(self, summary: Summary):
         self.summary = summary
-        super().__init__(summary["error"])
+        super().__init__(summary.error)
 
 
 class JobRecord:
@@ -46,25 +46,29 @@ class JobRecord:
         record = JobRecord(spec, settings, job, sink=..., **the job's own keys)
         record.run(body)        # under the driver lock (not for a dry run); a refusal becomes the error
         summary = record.close(RunFailed)   # ended_at, duration, status, the ledger row; raises on error
+
+    ``record.summary`` is the job's :class:`~sluice.contract.RunSummary` (or ``MaintenanceSummary``), which
+    the body fills; its keys keep the order in which they were first set.
     """
 
     def __init__(self, spec: PipelineSpec, settings: Settings, job: JobRequest, **fields: Any) -> None:
         self.spec, self.settings, self.job = spec, settings, job
         self.started = time.time()
-        self.summary: dict[str, Any] = {
-            "pipeline": spec.name,
-            "run_id": job.run_id,
-            "mode": job.mode,
+        model = RunSummary if job.kind == "run" else MaintenanceSummary
+        self.summary: Summary = model(
+            pipeline=spec.name,
+            run_id=job.run_id,
+            mode=job.mode,
             **({"trigger": job.trigger} if job.kind == "run" else {}),
-            "dry_run": job.dry_run,
-            "status": "running",
-            "started_at": iso(self.started),
+            dry_run=job.dry_run,
+            status="running",
+            started_at=iso(self.started),
             **fields,
-            "airflow": job.airflow.model_dump() if job.airflow else None,
-            "refused": False,
-            "error": None,
-            "phases_s": {},
-        }
+            airflow=job.airflow,
+            refused=False,
+            error=None,
+            phases_s={},
+        )
 
     def run(self, body: Callable[[], None], refusals: tuple[type[BaseException], ...] = ()) -> None:
         """Run ``body`` holding the pipeline's driver lock (a dry run takes none). The lock held by another
@@ -75,33 +79,33 @@ class JobRecord:
                 lock = driver_lock(self.settings.checkpoint_root, self.spec.name, self.job.holder()).acquire()
             body()
         except (PipelineBusy, *refusals) as refused:
-            self.summary["error"], self.summary["refused"] = f"refused: {refused}", True
+            self.summary.error, self.summary.refused = f"refused: {refused}", True
         finally:
             if lock is not None:
                 lock.release()
 
-    def close(self, failed: type[JobFailed] = JobFailed) -> dict[str, Any]:
+    def close(self, failed: type[JobFailed] = JobFailed) -> Summary:
         """End the summary, append it to the ledger; raise ``failed`` carrying it if the job failed."""
         summary = self.summary
         ended = time.time()
-        summary["ended_at"] = iso(ended)
-        summary["duration_s"] = round(ended - self.started, 3)
-        summary["status"] = "failed" if summary["error"] else "succeeded"
+        summary.ended_at = iso(ended)
+        summary.duration_s = round(ended - self.started, 3)
+        summary.status = "failed" if summary.error else "succeeded"
         if self.job.write_ledger:
             mark = time.monotonic()
             ledger = self.settings.ledger_path
             try:
                 append_run(str(ledger), summary)
-                summary["ledger"] = str(ledger)
-                summary["phases_s"]["ledger"] = round(time.monotonic() - mark, 3)
+                summary.ledger = str(ledger)
+                summary.note_phase("ledger", time.monotonic() - mark)
             except Exception as err:  # noqa: BLE001 - the job's outcome stands; say the ledger row is missing
-                summary["ledger_error"] = f"could not append to the run ledger {ledger}: {describe_error(err)}"
-        if summary["error"]:
+                summary.ledger_error = f"could not append to the run ledger {ledger}: {describe_error(err)}"
+        if summary.error:
             raise failed(summary)
         return summary
 
 
-Body = Callable[[Any, PipelineSpec, Settings, JobRequest], dict[str, Any]]
+Body = Callable[[Any, PipelineSpec, Settings, JobRequest], Summary]
 
 
 def main(argv: list[str], body: Body, *, what: str = "run") -> int:
@@ -134,12 +138,12 @@ def main(argv: list[str], body: Body, *, what: str = "run") -> int:
         summary = body(spark, spec, load_settings(), job)
     except JobFailed as failed:
         summary, code = failed.summary, 1
-        print(f"sluice: {what} of {spec.name} failed: {summary['error']}", file=sys.stderr)
+        print(f"sluice: {what} of {spec.name} failed: {summary.error}", file=sys.stderr)
     finally:
         spark.stop()
     # the JVM and SparkSession start, before the job began (not in duration_s)
-    summary.setdefault("phases_s", {})["session"] = session_s
-    text = json.dumps(summary, default=str)
+    summary.note_phase("session", session_s)
+    text = json.dumps(summary.to_json())
     if job.summary_file:
         Path(job.summary_file).parent.mkdir(parents=True, exist_ok=True)
         Path(job.summary_file).write_text(text, encoding="utf-8")

@@ -18,7 +18,7 @@ import time
 from typing import Any
 
 from sluice.checkpoint import Checkpoint
-from sluice.contract import JobRequest
+from sluice.contract import JobRequest, MaintenanceSummary
 from sluice.spec import DELTA_SAFE_RETENTION_HOURS, PipelineSpec
 from spark_jobs.errors import describe_error
 from spark_jobs.job import JobFailed, JobRecord, main
@@ -31,7 +31,7 @@ class MaintenanceFailed(JobFailed):
     """A maintenance step failed, or the pipeline was busy; ``summary`` says which."""
 
 
-def maintain_pipeline(spark, spec: PipelineSpec, settings, job: JobRequest) -> dict[str, Any]:
+def maintain_pipeline(spark, spec: PipelineSpec, settings, job: JobRequest) -> MaintenanceSummary:
     """OPTIMIZE and VACUUM the pipeline's sink and quarantine tables as its ``maintenance:`` section says.
 
     Returns the summary (``files_compacted``, ``bytes_removed`` and a section per table), also appended to
@@ -59,19 +59,19 @@ def maintain_pipeline(spark, spec: PipelineSpec, settings, job: JobRequest) -> d
                     continue
                 mark = time.monotonic()
                 report = maintain_table(spark, path, spec, dry_run=job.dry_run)
-                summary["tables"][role] = report
-                summary["phases_s"][role] = round(time.monotonic() - mark, 3)
-                summary["files_compacted"] += report.get("optimize", {}).get("files_removed", 0)
-                summary["files_written"] += report.get("optimize", {}).get("files_added", 0)
-                summary["files_removed"] += report.get("vacuum", {}).get("files_deleted", 0)
-                summary["bytes_removed"] += report.get("vacuum", {}).get("bytes_deleted", 0)
-            if not summary["tables"]:
-                summary["note"] = f"{spec.name} has no table yet ({table}): nothing to maintain"
+                summary.tables[role] = report
+                summary.note_phase(role, time.monotonic() - mark)
+                summary.files_compacted += report.get("optimize", {}).get("files_removed", 0)
+                summary.files_written += report.get("optimize", {}).get("files_added", 0)
+                summary.files_removed += report.get("vacuum", {}).get("files_deleted", 0)
+                summary.bytes_removed += report.get("vacuum", {}).get("bytes_deleted", 0)
+            if not summary.tables:
+                summary.note = f"{spec.name} has no table yet ({table}): nothing to maintain"
         except Exception as err:  # noqa: BLE001 - the summary carries the error; close() raises
-            summary["error"] = describe_error(err)
+            summary.error = describe_error(err)
 
     record.run(body)
-    summary["delta_version_after"] = current_version(spark, table)
+    summary.delta_version_after = current_version(spark, table)
     return record.close(MaintenanceFailed)
 
 

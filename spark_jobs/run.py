@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from pyspark.sql import SparkSession
 
-from sluice.contract import JobRequest
+from sluice.contract import JobRequest, RunSummary
 from sluice.settings import Settings
 from sluice.spec import PipelineSpec
 
@@ -37,7 +36,7 @@ class Run:
     spec: PipelineSpec
     settings: Settings
     job: JobRequest
-    summary: dict[str, Any]
+    summary: RunSummary
     real: Place
     target: Place
 

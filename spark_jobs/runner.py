@@ -14,11 +14,18 @@ from pyspark.sql import SparkSession
 
 from sluice.catalog import resolve_upstream
 from sluice.checkpoint import Checkpoint
-from sluice.contract import JobRequest
-from sluice.delta_log import local_path, log_state
+from sluice.contract import (
+    BatchReport,
+    JobRequest,
+    ReingestReport,
+    RunSummary,
+    SourceReport,
+)
+from sluice.delta_log import log_state
 from sluice.lock import PipelineBusy
 from sluice.settings import Settings
 from sluice.spec import DeltaSource, FileSource, KafkaSource, PipelineSpec
+from sluice.storage import is_local_uri
 from spark_jobs import guards, overwrites, schema_evolution, upstream
 from spark_jobs.batch_writer import BatchWriter, Target, quarantine_pending
 from spark_jobs.delta_table import (
@@ -44,7 +51,7 @@ class RunFailed(JobFailed):
     """The query failed; ``summary`` holds what was known, with ``status: failed`` and the ``error``."""
 
 
-def run_pipeline(spark: SparkSession, spec: PipelineSpec, settings: Settings, job: JobRequest) -> dict[str, Any]:
+def run_pipeline(spark: SparkSession, spec: PipelineSpec, settings: Settings, job: JobRequest) -> RunSummary:
     """Run the pipeline's query once to completion and return the run summary (also appended to the ledger).
 
     A real run holds the pipeline's driver lock, checks that checkpoint, table and spec belong together
@@ -69,7 +76,7 @@ def run_pipeline(spark: SparkSession, spec: PipelineSpec, settings: Settings, jo
     summary = record.summary
     scratch = Path(tempfile.mkdtemp(prefix=DRY_RUN_PREFIX + f"{spec.name}-")) if job.dry_run else None
 
-    real = Place(table=table, checkpoint=checkpoint, quarantine=summary["quarantine"])
+    real = Place(table=table, checkpoint=checkpoint, quarantine=summary.quarantine)
     run = Run(spark, spec, settings, job, summary, real=real, target=Place.scratch(scratch) if scratch else real)
 
     def body() -> None:
@@ -104,7 +111,7 @@ def _run_query(run: Run) -> None:
     collector = ProgressCollector(query_name=spec.name)
     query = writer = None
     reingest = False
-    phases, mark = summary["phases_s"], time.monotonic()
+    phases, mark = summary.phases_s, time.monotonic()
     spark.streams.addListener(collector)
     # the checkpoint keeps this many batches' offsets and commits (and state versions); older ones are
     # deleted as the query runs, so a checkpoint does not grow over thousands of runs
@@ -116,7 +123,7 @@ def _run_query(run: Run) -> None:
         # this table whole (a reset)
         follow = _upstream_plan(run) if not options.reset else None
         if follow is not None and follow.action != "none":
-            summary["upstream_changes"] = follow.summary()
+            summary.upstream_changes = follow.summary()
             if follow.action == "reset":
                 options = run.job = options.as_reset()
         skip_changes = follow is not None and follow.skips_changes
@@ -133,7 +140,7 @@ def _run_query(run: Run) -> None:
                 aside_label="followed" if followed else "replaced",
             )
             if aside:
-                summary["replaced_checkpoint"] = aside
+                summary.replaced_checkpoint = aside
             if options.reset:
                 guards.empty_quarantine(spark, quarantine)
         else:
@@ -142,10 +149,10 @@ def _run_query(run: Run) -> None:
         if follow is not None and follow.action == "rebuild":
             # before the stream skips a change: a run killed before the rebuild is committed rebuilds it again
             upstream.write_pending(spark, target_checkpoint, follow.start, follow.deferred)
-        summary["checkpoint_id"] = cp_id
+        summary.checkpoint_id = cp_id
         evolve = bool(change and (change.added or change.widened))
         if evolve:
-            summary["schema_change"] = {"table": table, **change.summary(), "applied": False}
+            summary.schema_change = {"table": table, **change.summary(), "applied": False}
         # rescued values to bring into new columns: this pipeline's own (a field declared now), or the ones its
         # upstream pipeline promoted in rows this table holds too
         promote = [c for c, _ in change.added] if change is not None and spec.rescues_fields() else []
@@ -170,7 +177,7 @@ def _run_query(run: Run) -> None:
                 trigger=options.trigger, query_name=f"{spec.name}_bad_records", mode="append",
             )
             bad_query.awaitTermination()
-            summary["bad_records_query"] = {"batches": len(companion.stats), **_totals(companion.stats.values())}
+            summary.bad_records_query = {"batches": len(companion.stats), **_totals(companion.stats.values())}
         writer = BatchWriter(spec, target, transform=not stateful, skip_batches=committed)
         query = start_write(
             query_df, batch_function=writer, checkpoint=target_checkpoint, trigger=options.trigger,
@@ -184,44 +191,44 @@ def _run_query(run: Run) -> None:
                 # query's is left to its next batch: Spark checks then whether its state can take it
                 schema_evolution.apply_change(spark, target_table, after)
                 after = schema_evolution.plan(spark, spec, target_table, schema)
-            summary["schema_change"]["applied"] = not (after.added or after.widened)
+            summary.schema_change["applied"] = not (after.added or after.widened)
         promoted = schema_evolution.promote_pending(spark, target_table, target_checkpoint, options.run_id,
                                                     unmarked)
         if promoted:
-            summary["promoted_rescued"] = promoted
+            summary.promoted_rescued = promoted
         if follow is not None and follow.action == "none":
             upstream.clear_pending(spark, target_checkpoint)
         if follow is not None and follow.action == "rebuild":
             phases["query"], mark = round(time.monotonic() - mark, 3), time.monotonic()
-            summary["upstream_changes"] = upstream.rebuild(
-                spark, spec, settings, follow, table=target_table, quarantine=quarantine,
-                checkpoint=target_checkpoint, real_table=table, run_id=options.run_id)
+            summary.upstream_changes = upstream.rebuild(run, follow)
             phases["rebuild"] = round(time.monotonic() - mark, 3)
     except (PipelineBusy, guards.GuardRefused):
         raise
     except Exception as err:  # noqa: BLE001 - every failure becomes the summary's error, raised by the caller
         failure = writer.failure if writer is not None else None  # the batch's own error, not Spark's wrapper
-        summary["error"] = describe_error(failure or err)
+        summary.error = describe_error(failure or err)
         if isinstance(spec.source, KafkaSource):
-            summary["error"] = explain_failure(spec.source, summary["error"])
+            summary.error = explain_failure(spec.source, summary.error)
         elif isinstance(spec.source, DeltaSource):
-            summary["error"] = explain_delta_failure(spec, summary["error"])
-        summary["error"] = guards.explain_state_failure(spec, summary["error"], checkpoint)
+            summary.error = explain_delta_failure(spec, summary.error)
+        summary.error = guards.explain_state_failure(spec, summary.error, checkpoint)
     finally:
         spark.streams.removeListener(collector)
         if query is not None and "rebuild" not in phases:
             phases["query"] = round(time.monotonic() - mark, 3)
         mark = time.monotonic()
-    summary["delta_version_after"] = current_version(spark, table)
+    summary.delta_version_after = current_version(spark, table)
     if query is not None:
-        _fill_batches(run, summary, Ran(query, collector, writer.stats), target)
+        summary.update(**_ran_batches(run, Ran(query, collector, writer.stats), target,
+                                      before=None if run.dry_run else summary.delta_version_before,
+                                      latest=None if run.dry_run else summary.delta_version_after))
         phases["report"] = round(time.monotonic() - mark, 3)
-        if reingest and summary["error"] is None:
+        if reingest and summary.error is None:
             mark = time.monotonic()
             _run_reingest(run, target)
             phases["reingest"] = round(time.monotonic() - mark, 3)
-    for key, value in _totals([s for s in (summary.get("bad_records_query") or {},)]).items():
-        summary[key] += value
+    for key, value in _totals([summary.bad_records_query or {}]).items():
+        setattr(summary, key, getattr(summary, key) + value)
 
 
 def _upstream_plan(run: Run) -> upstream.Plan | None:
@@ -248,14 +255,14 @@ def _check_overwrites(run: Run, target: Target, committed: set[int]) -> bool:
     pending = Checkpoint(checkpoint).pending_batch()
     rereading = pending if pending is not None and pending not in committed else None
     rewritten = overwrites.find_rewritten(source_root, checkpoint, rereading=rereading)
-    summary["overwritten_files"] = overwrites.report(rewritten, action)
+    summary.overwritten_files = overwrites.report(rewritten, action)
     if rewritten and action == "fail":
         raise OverwrittenFiles(overwrites.fail_message(rewritten))
     if action != "reingest":
         return False
     overwrites.delete_ingested_copies(checkpoint)  # left by a run that died between a commit and the clean-up
     if rewritten:
-        summary["overwritten_files"]["copied"] = len(overwrites.stage_copies(source_root, checkpoint, rewritten))
+        summary.overwritten_files["copied"] = len(overwrites.stage_copies(source_root, checkpoint, rewritten))
     return overwrites.pending_copies(checkpoint)
 
 
@@ -272,9 +279,7 @@ def _run_reingest(run: Run, target: Target) -> None:
     checkpoint = overwrites.companion_checkpoint(target.checkpoint)
     companion = dataclasses.replace(target, app_id=f"{target.app_id}-reingest", checkpoint=checkpoint)
     collector = ProgressCollector(query_name=f"{spec.name}_reingest")
-    part: dict[str, Any] = {"dry_run": summary["dry_run"], "delta_version_before": summary["delta_version_after"],
-                            **dict.fromkeys(("batches", "input_rows", "output_rows", *_COUNTS), 0),
-                            "micro_batches": [], "skipped_batches": []}
+    before = summary.delta_version_after
     spark.streams.addListener(collector)
     writer = query = None
     try:
@@ -286,18 +291,20 @@ def _run_reingest(run: Run, target: Target) -> None:
         query.awaitTermination()
     except Exception as err:  # noqa: BLE001 - the summary's error, raised by the caller
         failure = writer.failure if writer is not None else None
-        summary["error"] = f"reingesting rewritten files: {describe_error(failure or err)}"
+        summary.error = f"reingesting rewritten files: {describe_error(failure or err)}"
     finally:
         spark.streams.removeListener(collector)
-    summary["delta_version_after"] = part["delta_version_after"] = current_version(spark, summary["sink"])
+    summary.delta_version_after = current_version(spark, summary.sink)
     if query is None:
         return
-    _fill_batches(run, part, Ran(query, collector, writer.stats), companion)
-    summary["reingest"] = {key: part[key] for key in ("batches", "input_rows", "output_rows", "micro_batches",
-                                                      "skipped_batches")}
+    part = _ran_batches(run, Ran(query, collector, writer.stats), companion,
+                        before=None if run.dry_run else before,
+                        latest=None if run.dry_run else summary.delta_version_after)
+    summary.reingest = ReingestReport(**{key: part.get(key, field.default)
+                                         for key, field in ReingestReport.model_fields.items()})
     for key in ("input_rows", "output_rows", *_COUNTS):
-        summary[key] += part[key]
-    if summary["error"] is None:
+        setattr(summary, key, getattr(summary, key) + part.get(key, 0))
+    if summary.error is None:
         overwrites.delete_ingested_copies(target.checkpoint)
 
 
@@ -315,7 +322,7 @@ def _list_local_files_on_the_driver(spark: SparkSession, spec: PipelineSpec, set
     (an object store's listing stays parallel). A spec's ``spark_conf`` setting wins."""
     if not isinstance(spec.source, FileSource) or LISTING_THRESHOLD in spec.spark_conf:
         return
-    if local_path(spec.source_path(settings)) is not None:
+    if is_local_uri(spec.source_path(settings)):
         spark.conf.set(LISTING_THRESHOLD, LOCAL_LISTING_THRESHOLD)
 
 
@@ -378,17 +385,16 @@ class Ran:
     stats: dict[int, dict[str, Any]]
 
 
-def _fill_batches(run: Run, summary: dict[str, Any], ran: Ran, target: Target) -> None:
-    """The batches a query ran (``micro_batches``) and their totals, into ``summary`` (the run's, or the
-    reingest part's): offsets and files from its checkpoint, versions from the table's history."""
+def _ran_batches(run: Run, ran: Ran, target: Target, *, before: int | None, latest: int | None) -> dict[str, Any]:
+    """The summary keys of the batches a query ran (``micro_batches`` and their totals), for the run's
+    summary or the reingest part: offsets and files from its checkpoint, versions from the table's history
+    (the versions after ``before`` and through ``latest``; None in a dry run, whose table is a scratch one)."""
     spark, spec, stats, query = run.spark, run.spec, ran.stats, ran.query
     target_table, target_checkpoint, app_id = run.target.table, target.checkpoint, target.app_id
     reports = batches_of(ran.collector.reports, list(query.recentProgress))
     query_id = str(query.id)
-    before = None if summary["dry_run"] else summary["delta_version_before"]
-    latest = None if summary["dry_run"] else summary["delta_version_after"]
     if not reports:  # no batch ran: nothing to look up in the table's history
-        return
+        return {}
     commits = commits_since(spark, target_table, before, query_id, latest=latest, app_id=app_id)
     if before is not None and any(r["batchId"] not in commits for r in reports):
         # A batch with no new commit is either empty or a replay Delta skipped because the table already
@@ -401,48 +407,47 @@ def _fill_batches(run: Run, summary: dict[str, Any], ran: Ran, target: Target) -
         replayed = commit is not None and before is not None and commit["version"] <= before
         sources = []
         for index, source in enumerate(report.get("sources", [])):
-            entry = {
-                "description": source.get("description"),
-                "start_offset": as_json(source.get("startOffset")),
-                "end_offset": as_json(source.get("endOffset")),
-                "input_rows": source.get("numInputRows", 0),
-            }
             files = None if isinstance(spec.source, KafkaSource) else read.files_of_batch(batch_id, index)
-            if files is not None:
-                entry["files"] = files
-            sources.append(entry)
-        batches.append({
-            "batch_id": batch_id,
-            "input_rows": report.get("numInputRows", 0),
+            sources.append(SourceReport(
+                description=source.get("description"),
+                start_offset=as_json(source.get("startOffset")),
+                end_offset=as_json(source.get("endOffset")),
+                input_rows=source.get("numInputRows", 0),
+                **({"files": files} if files is not None else {}),
+            ))
+        batch_stats = stats.get(batch_id) or {}
+        batches.append(BatchReport(
+            batch_id=batch_id,
+            input_rows=report.get("numInputRows", 0),
             # None: no commit by this run; see replay_of_version
-            "delta_version": commit["version"] if commit and not replayed else None,
-            "output_rows": commit["output_rows"] if commit and not replayed else 0,
+            delta_version=commit["version"] if commit and not replayed else None,
+            output_rows=commit["output_rows"] if commit and not replayed else 0,
             **({"merge": commit.get("merge") if commit and not replayed else None} if spec.sink.mode == "merge" else {}),
             # a batch re-run after a crash that Delta had committed already (in this version) and skipped
-            "replay_of_version": commit["version"] if replayed else None,
-            **{key: (stats.get(batch_id) or {}).get(key, 0) for key in _COUNTS},
-            **({"expectations": stats[batch_id]["expectations"]} if "expectations" in stats.get(batch_id, {}) else {}),
-            **({"added_columns": stats[batch_id]["added_columns"]} if stats.get(batch_id, {}).get("added_columns") else {}),
-            "duration_ms": report.get("durationMs", {}),
-            "watermark": report.get("eventTime", {}).get("watermark"),
-            "sources": sources,
-        })
-    summary["micro_batches"] = batches
-    summary["batches"] = len(batches)
-    summary["input_rows"] = sum(b["input_rows"] for b in batches)
-    summary["output_rows"] = sum(b["output_rows"] for b in batches)
-    summary["skipped_batches"] = [b["batch_id"] for b in batches if b["replay_of_version"] is not None]
-    written = [b for b in batches if b["replay_of_version"] is None]  # a replay Delta skipped wrote nothing
+            replay_of_version=commit["version"] if replayed else None,
+            **{key: batch_stats.get(key, 0) for key in _COUNTS},
+            **({"expectations": batch_stats["expectations"]} if "expectations" in batch_stats else {}),
+            **({"added_columns": batch_stats["added_columns"]} if batch_stats.get("added_columns") else {}),
+            duration_ms=report.get("durationMs", {}),
+            watermark=report.get("eventTime", {}).get("watermark"),
+            sources=sources,
+        ))
+    written = [b for b in batches if b.replay_of_version is None]  # a replay Delta skipped wrote nothing
     # ... in the sink: a replay after a crash between a batch's sink commit and its quarantine rows wrote those
-    set_aside = [b for b in batches if b in written or stats.get(b["batch_id"], {}).get("quarantine_committed")]
-    for key, value in _totals(set_aside).items():
-        summary[key] = value
+    set_aside = [b for b in batches if b in written or stats.get(b.batch_id, {}).get("quarantine_committed")]
     expectations: dict[str, dict[str, Any]] = {}
     for batch in written:
-        for name, entry in (batch.get("expectations") or {}).items():
+        for name, entry in (batch.expectations or {}).items():
             total = expectations.setdefault(name, {**entry, "violations": 0})
             total["violations"] += entry["violations"]
-    summary["expectations"] = expectations
-    added = sorted({c for b in written for c in b.get("added_columns", [])})
-    if added:
-        summary["added_columns"] = added
+    added = sorted({c for b in written for c in b.added_columns or []})
+    return {
+        "micro_batches": batches,
+        "batches": len(batches),
+        "input_rows": sum(b.input_rows for b in batches),
+        "output_rows": sum(b.output_rows for b in batches),
+        "skipped_batches": [b.batch_id for b in batches if b.replay_of_version is not None],
+        **_totals(b.model_dump() for b in set_aside),
+        "expectations": expectations,
+        **({"added_columns": added} if added else {}),
+    }

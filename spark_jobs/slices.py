@@ -4,6 +4,7 @@ what such a commit says of its slice (``sluice_slice``), for the pipelines below
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Callable
 
@@ -12,9 +13,9 @@ from pyspark.sql.types import DateType, StringType, TimestampNTZType, TimestampT
 
 from sluice.checkpoint import Checkpoint
 from sluice.run_request import BackfillSlice
-from sluice.spec import PipelineSpec
 from spark_jobs import guards
 from spark_jobs.batch_writer import BatchWriter, Target
+from spark_jobs.run import Run
 from spark_jobs.transform import apply_transform
 
 SLICE_KEY = "sluice_slice"
@@ -109,34 +110,49 @@ def sql_literal(value: Any) -> str:
     return "'" + str(value).replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def write_slice(spark: SparkSession, spec: PipelineSpec, df: DataFrame, *, table: str, quarantine: str,
-                run_id: str, slice_: BackfillSlice, column: str, predicate: str, files: list[str] | None = None,
-                metadata: dict[str, Any] | None = None, clip: bool = False, values: list[str] | None = None,
-                on_deferred: Callable[[list[str]], None] | None = None) -> tuple[Any, list[str]]:
-    """Replace the rows of ``table`` matching ``predicate`` (the slice) with what ``df`` gives through the
-    spec's transform, bad-record handling and expectations, in one commit whose metadata names the slice.
+@dataclass(frozen=True)
+class SliceWrite:
+    """Which rows of the run's table one slice write replaces, and how (:func:`write_slice`)."""
 
-    ``clip`` (an aggregation in append mode, which writes each window once, when the watermark passes it):
-    only the values of ``column`` the table already holds are replaced -- a window the stream has not
-    written yet would be written twice; the others are returned (as SQL literals), to rebuild once the
-    stream has written them. ``values``: limit the rebuild to these values (such a deferred rest).
-    ``on_deferred`` gets those before the commit. Returns the writer (its ``stats``) and the values deferred."""
+    slice_: BackfillSlice
+    column: str
+    predicate: str
+    """The rows replaced: the slice of ``column`` (:func:`slice_predicate`)."""
+    files: list[str] | None = None
+    """A backfill of a file source: the files the slice was read from (the quarantine names them)."""
+    metadata: dict[str, Any] | None = None
+    """More of the commit's metadata (a rebuild's ``sluice_rebuild``) beside its ``sluice_slice``."""
+    clip: bool = False
+    """An aggregation in append mode, which writes each window once, when the watermark passes it: only the
+    values of ``column`` the table already holds are replaced -- a window the stream has not written yet would
+    be written twice; the others are deferred (returned as SQL literals) to rebuild once the stream has."""
+    values: list[str] | None = None
+    """Limit the rebuild to these values (such a deferred rest)."""
+    on_deferred: Callable[[list[str]], None] | None = None
+    """Gets the deferred values before the commit."""
+
+
+def write_slice(run: Run, df: DataFrame, what: SliceWrite) -> tuple[Any, list[str]]:
+    """Replace the rows of the run's table (``run.target``: a dry run's scratch copy) matching the slice with
+    what ``df`` gives through the spec's transform, bad-record handling and expectations, in one commit whose
+    metadata names the slice. Returns the writer (its ``stats``) and the values deferred (``what.clip``)."""
     from pyspark.sql import functions as F
 
 
+    spark, spec, table, column, predicate = run.spark, run.spec, run.target.table, what.column, what.predicate
     quoted = "`" + column.replace("`", "``") + "`"
     deferred: list[str] = []
     transform = True
-    if values is not None:
-        predicate = f"({predicate}) AND {quoted} IN ({', '.join(values)})" if values else "FALSE"
-    if clip or values is not None:
+    if what.values is not None:
+        predicate = f"({predicate}) AND {quoted} IN ({', '.join(what.values)})" if what.values else "FALSE"
+    if what.clip or what.values is not None:
         out = apply_transform(df, spec.transform)
         if "_metadata" in out.columns:
             out = out.drop("_metadata")
         transform = False
-        if values is not None:
+        if what.values is not None:
             out = out.where(F.expr(predicate))
-        if clip:
+        if what.clip:
             out = out.persist()
             held = {sql_literal(r[0]) for r in spark.read.format("delta").load(table).where(predicate)
                     .select(column).distinct().collect() if r[0] is not None}
@@ -146,16 +162,17 @@ def write_slice(spark: SparkSession, spec: PipelineSpec, df: DataFrame, *, table
                 predicate = f"({predicate}) AND {quoted} IN ({', '.join(sorted(held))})" if held else "FALSE"
                 out = out.where(F.expr(predicate)) if held else out.limit(0)
         df = out
-    if on_deferred is not None:
-        on_deferred(deferred)
-    meta = {SLICE_KEY: slice_metadata(column, slice_, predicate), **(metadata or {})}
-    writer = BatchWriter(spec, Target(table=table, quarantine=quarantine, app_id=None, run_id=run_id,
-                                      checkpoint=None, replace_where=predicate, backfill=slice_.label, files=files,
-                                      commit_metadata=meta), transform=transform)
+    if what.on_deferred is not None:
+        what.on_deferred(deferred)
+    meta = {SLICE_KEY: slice_metadata(column, what.slice_, predicate), **(what.metadata or {})}
+    writer = BatchWriter(spec, Target(table=table, quarantine=run.target.quarantine, app_id=None,
+                                      run_id=run.job.run_id, checkpoint=None, replace_where=predicate,
+                                      backfill=what.slice_.label, files=what.files, commit_metadata=meta),
+                         transform=transform)
     try:
         if predicate != "FALSE":
             writer(df, 0)
     finally:
-        if clip:
+        if what.clip:
             df.unpersist()
     return writer, deferred

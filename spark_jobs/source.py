@@ -7,9 +7,11 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from sluice.delta_log import DeltaLog
 from sluice.settings import Settings
 from sluice.spark_conf import option_text
 from sluice.spec import DeltaSource, KafkaSource, PipelineSpec
+from sluice.storage import is_local_uri
 from spark_jobs.kafka_source import read_kafka_stream
 from spark_jobs.records import CORRUPT, METADATA, ORIGIN, json_columns, with_bad_columns
 
@@ -99,7 +101,7 @@ def read_delta_stream(spark: SparkSession, spec: PipelineSpec, settings: Setting
     https://docs.delta.io/latest/delta-streaming.html#delta-table-as-a-source"""
     source = spec.source
     path = spec.source_path(settings)
-    if "://" not in path and not (Path(path) / "_delta_log").is_dir():
+    if is_local_uri(path) and DeltaLog.open(path) is None:
         upstream = f"pipeline {source.pipeline}" if source.pipeline else "the pipeline that writes it"
         raise SourceError(
             f"source: the Delta table {path} does not exist yet: run {upstream} first (this pipeline reads "

@@ -31,18 +31,19 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from sluice.checkpoint import UPSTREAM_PENDING, Checkpoint
-from sluice.delta_log import local_log
+from sluice.delta_log import DeltaLog
 from sluice.run_request import BackfillSlice
 from sluice.spec import DeltaSource, PipelineSpec
 from spark_jobs import checkpoint_files
-from spark_jobs.delta_table import json_object, local_history
+from spark_jobs.delta_table import json_object
+from spark_jobs.run import Run
 from spark_jobs.schema_evolution import PROMOTED
 from spark_jobs.slices import (
     SLICE_KEY,
+    SliceWrite,
     consumed_through,
     delta_slice,
     slice_predicate,
@@ -89,30 +90,22 @@ def slice_of(entry: dict[str, str]) -> BackfillSlice:
     return BackfillSlice.from_args(entry["from"], entry["to"])
 
 
-def _commit(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-
-
 def _user_metadata(actions: list[dict[str, Any]]) -> tuple[str, dict[str, Any]]:
     info = next((a["commitInfo"] for a in actions if "commitInfo" in a), {})
     return str(info.get("operation") or "?"), json_object(info.get("userMetadata"))
 
 
-def _versions(log: Path) -> list[int]:
-    return sorted(int(p.name[:-5]) for p in log.iterdir() if p.name.endswith(".json") and p.name[:-5].isdigit())
-
-
 def scan_changes(table: str, start: int, end: int | None = None) -> list[Change] | None:
-    """The commits of ``table`` in versions [start, end] that removed rows; None when the table's log is not
-    on a local path (not followed: Delta's own error stands)."""
-    log = local_log(table)
+    """The commits of ``table`` in versions [start, end] that removed rows; None when its log is not read
+    without Spark (:meth:`DeltaLog.open`: not followed, Delta's own error stands)."""
+    log = DeltaLog.open(table)
     if log is None:
         return None
     changes = []
-    for version in _versions(log):
+    for version in log.versions():
         if version < start or (end is not None and version > end):
             continue
-        actions = _commit(log / f"{version:020d}.json")
+        actions = log.actions(version)
         if not any(a["remove"].get("dataChange", True) for a in actions if "remove" in a):
             continue  # an append, OPTIMIZE (dataChange false), a metadata change
         operation, meta = _user_metadata(actions)
@@ -131,10 +124,10 @@ def applied_changes(table: str, upstream: str, deferred: list[dict[str, Any]]) -
     """The upstream change versions this table's rebuild commits covered (their ``sluice_rebuild``), and those
     of the marker's ``deferred`` entries (rebuilt but for values the stream has not written yet)."""
     done = {int(v) for entry in deferred for v in entry.get("changes") or []}
-    log = local_log(table)
+    log = DeltaLog.open(table)
     if log is None:
         return done
-    for commit in local_history(log, None):
+    for commit in log.history():
         rebuild = json_object(commit["userMetadata"]).get(REBUILD_KEY)
         if isinstance(rebuild, dict) and rebuild.get("upstream") == upstream:
             done.update(int(v) for v in rebuild.get("changes") or [])
@@ -268,13 +261,15 @@ def clear_pending(spark, checkpoint: str) -> None:
 
 # --- the rebuild ----------------------------------------------------------------------------------------------
 
-def rebuild(spark, spec: PipelineSpec, settings, follow: Plan, *, table: str, quarantine: str, checkpoint: str,
-            real_table: str, run_id: str) -> dict[str, Any]:
+def rebuild(run: Run, follow: Plan) -> dict[str, Any]:
     """After the stream: rebuild this table's slices that the upstream changes in [plan start, the version
     the stream consumed through] rebuilt up there, and the values an aggregation had not written before.
-    ``table``/``checkpoint`` are the run's (a dry run's scratch ones); ``real_table`` the pipeline's own
-    (whose history says which changes are done). Returns the summary's ``upstream_changes``."""
+    Written to ``run.target`` (a dry run's scratch table and checkpoint); the pipeline's own table's history
+    says which changes are done. Returns the summary's ``upstream_changes``."""
     from spark_jobs.transform import register_tables
+
+    spark, spec, run_id = run.spark, run.spec, run.job.run_id
+    table, checkpoint = run.target.table, run.target.checkpoint
 
     report = follow.summary()
     through = consumed_through(checkpoint)
@@ -284,7 +279,7 @@ def rebuild(spark, spec: PipelineSpec, settings, follow: Plan, *, table: str, qu
             f"the checkpoint {checkpoint} does not say which version of {follow.upstream} its stream has read "
             "through, so the upstream changes cannot be rebuilt at it; the marker "
             f"{PENDING_FILE} stays and the next run rebuilds them")
-    done = applied_changes(real_table, follow.upstream, follow.deferred)
+    done = applied_changes(run.real.table, follow.upstream, follow.deferred)
     changes = [c for c in scan_changes(follow.upstream, follow.start, through) or [] if c.version not in done]
     unfollowed = [c for c in changes if c.kind in ("replace", "other")]
     groups: dict[tuple[str, str, str, str], list[Change]] = {}
@@ -292,7 +287,7 @@ def rebuild(spark, spec: PipelineSpec, settings, follow: Plan, *, table: str, qu
         if change.kind == "slice":
             entry = change.slice
             groups.setdefault((entry["column"], entry["from"], entry["to"], entry.get("predicate") or ""), []).append(change)
-    register_tables(spark, spec.transform, settings)
+    register_tables(spark, spec.transform, run.settings)
     column = follow.column
     clip = aggregates(spec)
     deferred = [dict(d) for d in follow.deferred]
@@ -328,9 +323,9 @@ def rebuild(spark, spec: PipelineSpec, settings, follow: Plan, *, table: str, qu
             if old is None and values:
                 write_pending(spark, checkpoint, follow.start, pending)
 
-        writer, left = write_slice(spark, spec, df, table=table, quarantine=quarantine, run_id=run_id,
-                                   slice_=slice_, column=target_column, predicate=predicate, metadata=meta,
-                                   clip=clip, values=None if old is None else old["values"], on_deferred=remember)
+        writer, left = write_slice(run, df, SliceWrite(slice_, target_column, predicate, metadata=meta, clip=clip,
+                                                       values=None if old is None else old["values"],
+                                                       on_deferred=remember))
         stats = writer.stats.get(0, {})
         entry = {"slice": slice_.label, "column": target_column, "upstream_version": through, "changes": versions,
                  "upstream_predicate": info["upstream"]["predicate"], "predicate": predicate,

@@ -47,7 +47,7 @@ def main(scratch: Path) -> int:
     try:
         for spec, dry_run in ((append, False), (append, False), (merge, True), (merge, False)):
             summary = run_pipeline(spark, spec, settings, run_job(dry_run=dry_run, run_id="warmup"))
-            print(f"warm-up {spec.name}{' (dry run)' if dry_run else ''}: {summary['input_rows']} rows", flush=True)
+            print(f"warm-up {spec.name}{' (dry run)' if dry_run else ''}: {summary.input_rows} rows", flush=True)
     finally:
         spark.stop()
     return 0

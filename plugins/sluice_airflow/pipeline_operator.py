@@ -3,7 +3,6 @@ SparkSubmitHook."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import tempfile
@@ -14,9 +13,8 @@ from typing import Any
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
-from sluice.contract import JobKind, JobRequest, maintain_job
-from sluice.launcher import JobFailed, launch
-from sluice.lock import maintenance_lock, run_lock
+from sluice.contract import JobKind, JobRequest, RunSummary, maintain_job
+from sluice.launcher import JobFailed, launch, lock_for
 from sluice.quality import quality_warnings
 from sluice.run_request import RunRequestError, run_request
 from sluice.settings import load_settings
@@ -53,32 +51,32 @@ def backfill_interval(context: Any):
     return start, end
 
 
-def table_changed(summary: dict[str, Any]) -> bool:
+def table_changed(summary: RunSummary) -> bool:
     """Whether the run committed anything to the sink table (a dry run never does)."""
-    if summary.get("dry_run"):
+    if summary.dry_run:
         return False
-    before, after = summary.get("delta_version_before"), summary.get("delta_version_after")
-    follow = summary.get("upstream_changes") or {}
+    before, after = summary.delta_version_before, summary.delta_version_after
+    follow = summary.upstream_changes or {}
     # an upstream correction rebuilt here (slices, or the whole table) changes rows the pipelines below read
     rebuilt = any(r.get("written") for r in follow.get("rebuilds") or []) or follow.get("action") == "reset"
     return after is not None and after != before and bool(
-        summary.get("output_rows") or summary.get("mode") != "incremental" or rebuilt)
+        summary.output_rows or summary.mode != "incremental" or rebuilt)
 
 
-def event_extra(summary: dict[str, Any]) -> dict[str, Any]:
+def event_extra(summary: RunSummary) -> dict[str, Any]:
     """What the table's Asset event says of a correction: the backfill's slice, or the slices rebuilt here
     after an upstream one (which the runs it starts rebuild in turn, read from the table's log)."""
     extra: dict[str, Any] = {}
-    if summary.get("backfill"):
-        extra["backfill"] = summary["backfill"].get("slice")
-    follow = summary.get("upstream_changes") or {}
+    if summary.backfill:
+        extra["backfill"] = summary.backfill.get("slice")
+    follow = summary.upstream_changes or {}
     rebuilt = [r["slice"] for r in follow.get("rebuilds") or [] if r.get("written")]
     if rebuilt:
         extra["rebuilt"] = rebuilt
     if follow.get("action") == "reset":
         extra["rebuilt"] = "all"
     if extra:
-        extra["delta_version"] = summary.get("delta_version_after")
+        extra["delta_version"] = summary.delta_version_after
     return extra
 
 
@@ -125,15 +123,10 @@ class SluicePipelineOperator(BaseOperator):
         run_id = f"{context['run_id']}#{ti.try_number}"
         if self.kind == "maintain":
             job = maintain_job(spec_path=self.spec_path, run_id=run_id, dry_run=is_dry_run(), airflow=airflow)
-            lock = (contextlib.nullcontext() if job.dry_run else
-                    maintenance_lock(settings.checkpoint_root, spec.name, {**airflow, "run_id": run_id,
-                                                                           "mode": "maintenance"},
-                                     self.lock_wait_seconds))
         else:
             job = JobRequest(spec_path=self.spec_path, run_id=run_id, airflow=airflow,
                              run=self._run_request(spec, context))
-            lock = run_lock(settings.checkpoint_root, spec.name, airflow, dry_run=job.dry_run,
-                            backfill=job.backfill is not None)
+        lock = lock_for(job, spec.name, settings.checkpoint_root, wait_seconds=self.lock_wait_seconds)
         with tempfile.TemporaryDirectory(prefix=f"sluice-{'maintain' if self.kind == 'maintain' else 'run'}-") as tmp:
             plan = build_plan(job, spec, settings, workdir=Path(tmp),
                               secret_env=kafka_secret_env(spec) if self.kind == "run" else None)
@@ -184,16 +177,16 @@ class SluicePipelineOperator(BaseOperator):
             self.log.info("maintenance summary: %s", json.dumps(data))
             return data
         self.log.info("sluice %s%s: %s", spec.name, " (dry run)" if job.dry_run else "", summary.headline())
-        for warning in quality_warnings(data):
+        for warning in quality_warnings(summary):
             self.log.warning("%s", warning)
-        if self.outlets and not table_changed(data):
+        if self.outlets and not table_changed(summary):
             # the sink table's Asset is this task's outlet: a run that changed nothing must not wake the
             # pipelines scheduled on it (Airflow emits an event for every outlet of a successful task)
             self.log.info("no new rows in the table: no Asset event for %s", ", ".join(a.name for a in self.outlets))
             self.outlets = []
-        elif self.outlets and event_extra(data):
+        elif self.outlets and event_extra(summary):
             for asset in self.outlets:
-                context["outlet_events"][asset].extra = event_extra(data)
+                context["outlet_events"][asset].extra = event_extra(summary)
         if summary.ledger_error:
             self.log.warning("%s", summary.ledger_error)
         self.log.info("run summary: %s", json.dumps(data))

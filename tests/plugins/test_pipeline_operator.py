@@ -52,15 +52,22 @@ def test_operator_holds_arguments_only(lake):
 def test_a_rebuild_after_an_upstream_correction_is_a_table_change_whose_event_names_the_slices():
     from sluice_airflow.pipeline_operator import event_extra, table_changed
 
+    from sluice.contract import RunSummary
+
+    def summary(**fields):
+        return RunSummary(pipeline="orders", run_id="r", trigger="available_now", status="succeeded",
+                          started_at="2026-11-25T10:00:00+00:00", sink="/lake/orders", checkpoint="/cp/orders",
+                          quarantine="/lake/orders_q", **fields)
+
     base = {"dry_run": False, "mode": "incremental", "delta_version_before": 5, "delta_version_after": 7,
             "output_rows": 0}
     rebuilt = {**base, "upstream_changes": {"action": "rebuild", "rebuilds": [
         {"slice": "2026-11-01..2026-11-02", "written": True}, {"slice": "2026-11-04..2026-11-04", "written": False}]}}
-    assert not table_changed(base)  # an empty batch's commit: nothing for the pipelines below
-    assert table_changed(rebuilt)
-    assert event_extra(rebuilt) == {"rebuilt": ["2026-11-01..2026-11-02"], "delta_version": 7}
-    assert table_changed({**base, "upstream_changes": {"action": "reset"}})
+    assert not table_changed(summary(**base))  # an empty batch's commit: nothing for the pipelines below
+    assert table_changed(summary(**rebuilt))
+    assert event_extra(summary(**rebuilt)) == {"rebuilt": ["2026-11-01..2026-11-02"], "delta_version": 7}
+    assert table_changed(summary(**{**base, "upstream_changes": {"action": "reset"}}))
     backfill = {**base, "mode": "backfill", "backfill": {"slice": "2026-11-01..2026-11-01"}, "delta_version_after": 6}
-    assert table_changed(backfill)
-    assert event_extra(backfill) == {"backfill": "2026-11-01..2026-11-01", "delta_version": 6}
-    assert event_extra(base) == {}
+    assert table_changed(summary(**backfill))
+    assert event_extra(summary(**backfill)) == {"backfill": "2026-11-01..2026-11-01", "delta_version": 6}
+    assert event_extra(summary(**base)) == {}

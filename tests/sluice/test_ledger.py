@@ -6,19 +6,22 @@ import json
 import threading
 
 from sluice import ledger
+from sluice.contract import RunSummary
 from sluice.status import status_table
 
 
-def summary(run_id: str, pipeline: str = "orders", started: str = "2026-11-23T10:00:00+00:00", **extra) -> dict:
-    return {
+def summary(run_id: str, pipeline: str = "orders", started: str = "2026-11-23T10:00:00+00:00",
+            **extra) -> RunSummary:
+    return RunSummary.model_validate({
         "pipeline": pipeline, "run_id": run_id, "mode": "incremental", "trigger": "available_now",
         "dry_run": False, "status": "succeeded", "started_at": started, "ended_at": started, "duration_s": 1.5,
+        "sink": f"/lake/{pipeline}", "checkpoint": f"/checkpoints/{pipeline}", "quarantine": f"/lake/{pipeline}_q",
         "input_rows": 10, "output_rows": 10, "delta_version_before": 1, "delta_version_after": 2,
         "micro_batches": [{"batch_id": 4, "delta_version": 2, "input_rows": 10, "output_rows": 10,
                            "sources": [{"description": "FileStreamSource", "start_offset": {"logOffset": 3},
                                         "end_offset": {"logOffset": 4}, "input_rows": 10, "files": ["a.json"]}]}],
         **extra,
-    }
+    })
 
 
 def test_concurrent_appends_all_land(tmp_path):

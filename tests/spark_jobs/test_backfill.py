@@ -50,7 +50,7 @@ def run(spark, spec, lake, backfill: tuple[str, str] | None = None, dry_run: boo
         slice_ = run_request(spec, mode="backfill", backfill_from=backfill[0], backfill_to=backfill[1]).backfill
     options = run_job(trigger="available_now", run_id="bf" if backfill else "inc", write_ledger=False,
                          backfill=slice_, dry_run=dry_run)
-    return run_pipeline(spark, spec, lake, options)
+    return run_pipeline(spark, spec, lake, options).to_json()
 
 
 def rows(spark, spec, lake) -> list[tuple]:
@@ -130,7 +130,7 @@ def test_backfill_refusals_change_nothing(spark, lake, monkeypatch, tmp_path):
                                         r"2026-11-05..2026-11-05: nothing to rebuild it from, and the table was not "
                                         r"changed") as missing:
         run(spark, spec, lake, backfill=("2026-11-05", "2026-11-05"))
-    assert missing.value.summary["refused"] is True
+    assert missing.value.summary.refused is True
     other_column = make_spec(daily_spec(backfill={"column": "when", "path": "landing/daily/dt={{ ds }}"}))
     with pytest.raises(RunFailed, match=r"backfill.column: the sink table .* has no column 'when' \(it has: id, ts, "
                                         r"amount, day\)"):

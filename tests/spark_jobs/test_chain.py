@@ -48,7 +48,7 @@ def order(i: int, ts: str, customer: str, amount: float) -> str:
 
 
 def run(spark, spec, lake) -> dict:
-    return run_pipeline(spark, spec, lake, run_job(trigger="available_now", run_id="t", write_ledger=False))
+    return run_pipeline(spark, spec, lake, run_job(trigger="available_now", run_id="t", write_ledger=False)).to_json()
 
 
 def rows(spark, spec, lake) -> list[tuple]:

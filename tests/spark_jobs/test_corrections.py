@@ -65,7 +65,7 @@ def run(spark, spec, lake, backfill: tuple[str, str] | None = None, dry_run: boo
     if backfill:
         slice_ = run_request(spec, mode="backfill", backfill_from=backfill[0], backfill_to=backfill[1]).backfill
     return run_pipeline(spark, spec, lake, run_job(trigger="available_now", run_id="t", write_ledger=False,
-                                                      backfill=slice_, dry_run=dry_run))
+                                                      backfill=slice_, dry_run=dry_run)).to_json()
 
 
 def silver_rows(spark, spec, lake) -> list[tuple]:

@@ -26,7 +26,7 @@ from tests.helpers import (
 
 def run(spark, spec, lake, **options) -> dict:
     return run_pipeline(spark, spec, lake, run_job(trigger=spec.trigger, run_id=options.pop("run_id", "t"),
-                                                      write_ledger=False, **options))
+                                                      write_ledger=False, **options)).to_json()
 
 
 def table(spark, spec, lake):
@@ -116,7 +116,7 @@ def crash_in_batch_0(spark, spec, lake, monkeypatch, name: str, fake) -> tuple[d
     monkeypatch.undo()
     checkpoint = Path(spec.checkpoint_path(lake))
     assert (checkpoint / "offsets" / "0").exists() and not (checkpoint / "commits" / "0").exists()
-    return failed.value.summary, checkpoint
+    return failed.value.summary.to_json(), checkpoint
 
 
 def test_a_crash_between_the_quarantine_and_the_sink_commit_writes_each_quarantined_record_once(
@@ -245,7 +245,7 @@ def test_on_bad_records_drop_counts_them_and_fail_stops_before_the_commit(spark,
     failing = make_spec(orders_spec(name="orders_strict", on_bad_records="fail", sink={"path": "bronze/strict"}))
     with pytest.raises(RunFailed) as failed:
         run(spark, failing, lake)
-    assert failed.value.summary["error"] == (
+    assert failed.value.summary.error == (
         f"1 bad record(s) in batch 0 and on_bad_records: fail, e.g. {TRUNCATED!r} from file:{landing}/a.json: "
         "not a JSON object (malformed, truncated, or not {...}). Nothing of the batch was written and the "
         "checkpoint did not advance. Fix or remove the records and run again, or set on_bad_records: quarantine "
@@ -300,7 +300,7 @@ def test_a_failing_expectation_leaves_the_checkpoint_and_the_fixed_rule_reproces
 
     with pytest.raises(RunFailed) as failed:
         run(spark, spec, lake)
-    error = failed.value.summary["error"]
+    error = failed.value.summary.error
     assert error.startswith("expectation small_amount (amount < 5) failed for 1 row(s) of batch 0, e.g. {\"id\":7,")
     assert "Nothing of the batch was written and the checkpoint did not advance" in error
     checkpoint = Path(spec.checkpoint_path(lake))
@@ -358,7 +358,7 @@ def test_a_parquet_file_with_another_schema_is_a_clear_error(spark, lake):
                                                    "options": {"recursiveFileLookup": True}}})
     with pytest.raises(RunFailed) as failed:
         run(spark, spec, lake)
-    error = failed.value.summary["error"]
+    error = failed.value.summary.error
     bad_file = next((landing / "bad").glob("*.parquet"))
     assert error.startswith(f"parquet file file://{bad_file} does not have the schema of source.schema (id BIGINT, "
                             "word STRING): missing column(s) word; column(s) not in the schema: score double; "

@@ -32,7 +32,7 @@ CDC_SCHEMA = "id BIGINT, version BIGINT, status STRING, op STRING"
 
 def run(spark, spec, lake, **options) -> dict:
     return run_pipeline(spark, spec, lake, run_job(trigger=spec.trigger, run_id=options.pop("run_id", "t"),
-                                                      **options))
+                                                      **options)).to_json()
 
 
 def table(spark, spec, lake):
@@ -163,7 +163,7 @@ def test_a_lost_checkpoint_is_refused_and_reset_rebuilds_the_table_from_the_sour
     message = str(refused.value)
     assert message.startswith(f"refused: the checkpoint of orders ({checkpoint}) is missing or empty, but its table")
     assert "--reset-checkpoint" in message and "restore the checkpoint" in message
-    assert refused.value.summary["refused"] is True
+    assert refused.value.summary.refused is True
     assert ids(spark, spec, lake) == list(range(15))  # nothing was written
     assert not checkpoint.exists()  # nor a new checkpoint started
 

@@ -22,7 +22,7 @@ from tests.helpers import (
 
 
 def run(spark, spec, lake, **options):
-    return run_pipeline(spark, spec, lake, run_job(trigger=spec.trigger, run_id="t", write_ledger=False, **options))
+    return run_pipeline(spark, spec, lake, run_job(trigger=spec.trigger, run_id="t", write_ledger=False, **options)).to_json()
 
 
 def table(spark, spec, lake):

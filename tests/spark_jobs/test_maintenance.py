@@ -50,7 +50,7 @@ def test_optimize_compacts_and_vacuum_keeps_files_within_the_safety_retention(sp
     before_rows, before_files = rows(spark, str(table)), data_files(table)
     assert len(before_rows) == 30 and len(before_files) >= 3
 
-    summary = maintain_pipeline(spark, spec, lake, maintain_job(run_id="m1"))
+    summary = maintain_pipeline(spark, spec, lake, maintain_job(run_id="m1")).to_json()
 
     sink = summary["tables"]["sink"]
     assert sink["optimize"]["files_removed"] == len(before_files)
@@ -81,7 +81,7 @@ def test_forced_short_retention_removes_the_compacted_files_and_a_dry_run_change
     small = data_files(table)
     expected = rows(spark, str(table))
 
-    first = maintain_pipeline(spark, spec, lake, maintain_job(run_id="compact", write_ledger=False))
+    first = maintain_pipeline(spark, spec, lake, maintain_job(run_id="compact", write_ledger=False)).to_json()
     # OPTIMIZE's commit is new, so the small files it replaced are unreferenced at once: retention 0 takes them
     assert first["tables"]["sink"]["vacuum"]["files_deleted"] == len(small)
     assert first["tables"]["sink"]["vacuum"]["bytes_deleted"] == sum(small.values())
@@ -94,7 +94,7 @@ def test_forced_short_retention_removes_the_compacted_files_and_a_dry_run_change
     ingest_in_runs(spark, spec, lake, runs=1, first=3)
     version = first["delta_version_after"] + 1
     files = data_files(table)
-    dry = maintain_pipeline(spark, spec, lake, maintain_job(run_id="dry", dry_run=True, write_ledger=False))
+    dry = maintain_pipeline(spark, spec, lake, maintain_job(run_id="dry", dry_run=True, write_ledger=False)).to_json()
     assert dry["tables"]["sink"]["optimize"] == {"skipped": "dry run", "files": 2}
     assert dry["tables"]["sink"]["vacuum"]["files_deleted"] == 0 and dry["tables"]["sink"]["vacuum"]["dry_run"]
     assert data_files(table) == files and dry["delta_version_after"] == version
@@ -147,7 +147,7 @@ def test_maintenance_waits_for_a_running_run_and_then_refuses_naming_it(tmp_path
 
 def test_maintenance_of_a_pipeline_that_has_no_table_yet_is_a_no_op(spark, lake):
     spec = make_spec(orders_spec())
-    summary = maintain_pipeline(spark, spec, lake, maintain_job(write_ledger=False))
+    summary = maintain_pipeline(spark, spec, lake, maintain_job(write_ledger=False)).to_json()
     assert summary["tables"] == {} and summary["status"] == "succeeded"
     assert "has no table yet" in summary["note"]
 
@@ -160,6 +160,6 @@ def test_maintenance_refuses_while_an_orphan_driver_holds_the_pipeline(spark, la
     try:
         with pytest.raises(MaintenanceFailed) as failed:
             maintain_pipeline(spark, spec, lake, maintain_job(write_ledger=False))
-        assert failed.value.summary["refused"] and "run orphan" in failed.value.summary["error"]
+        assert failed.value.summary.refused and "run orphan" in failed.value.summary.error
     finally:
         orphan.release()

@@ -43,7 +43,7 @@ def land(lake, name: str, rows: list[tuple[int, str]], *, later_by_s: int = 0) -
 
 def run(spark, spec, lake, dry_run=False):
     return run_pipeline(spark, spec, lake, run_job(trigger=spec.trigger, dry_run=dry_run, run_id="t",
-                                                      write_ledger=False))
+                                                      write_ledger=False)).to_json()
 
 
 def rows(spark, spec, lake) -> list[tuple[int, str]]:
@@ -82,12 +82,12 @@ def test_on_overwrite_fail_refuses_the_run_before_anything_is_written(spark, lak
 
     with pytest.raises(RunFailed) as failed:
         run(spark, spec, lake)
-    error = failed.value.summary["error"]
+    error = failed.value.summary.error
     assert error.startswith("source.on_overwrite: fail: 1 landing file(s) were rewritten after they were ingested: "
                             f"{landed} (ingested as modified at ")
     assert "Nothing was written and the checkpoint did not advance" in error
     assert "set source.on_overwrite: reingest" in error and "or warn" in error
-    assert failed.value.summary["overwritten_files"]["paths"] == [str(landed)]
+    assert failed.value.summary.overwritten_files["paths"] == [str(landed)]
     assert tree_digest(checkpoint) == before
     assert rows(spark, spec, lake) == [(1, "a"), (2, "b")]  # not even the new file
 

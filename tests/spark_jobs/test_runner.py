@@ -29,7 +29,7 @@ from tests.helpers import (
 def run(spark, spec: PipelineSpec, lake, trigger=None, dry_run=False) -> dict:
     # the ledger has tests of its own (test_exactly_once.py); skipping its append here saves seconds a run
     return run_pipeline(spark, spec, lake, run_job(trigger=trigger or spec.trigger, dry_run=dry_run, run_id="t",
-                                                      write_ledger=False))
+                                                      write_ledger=False)).to_json()
 
 
 def table(spark, spec, lake):
@@ -302,7 +302,7 @@ def test_missing_source_folder_is_a_clear_error(spark, lake):
     spec = make_spec(orders_spec())
     with pytest.raises(RunFailed) as caught:
         run(spark, spec, lake)
-    assert caught.value.summary["status"] == "failed"
+    assert caught.value.summary.status == "failed"
     assert str(caught.value) == (
         f"source.path: {lake.lake_root}/landing/orders is not a folder. Create it (files land there) or fix "
         f"source.path in the spec; relative paths start at the lake root {lake.lake_root} (env SLUICE_LAKE_ROOT)."
@@ -314,8 +314,8 @@ def test_query_failure_is_reported_in_the_summary(spark, lake):
     write_orders(lake.lake_root / "landing" / "orders", "a.json", range(3))
     with pytest.raises(RunFailed) as caught:
         run(spark, spec, lake)
-    assert caught.value.summary["status"] == "failed"
-    assert "no_such_column" in caught.value.summary["error"]
+    assert caught.value.summary.status == "failed"
+    assert "no_such_column" in caught.value.summary.error
     assert not Path(spec.sink_path(lake)).exists()
 
 

@@ -17,7 +17,7 @@ from tests.helpers import delta_version, make_spec, tree_digest, write_lines, wr
 
 def run(spark, spec, lake, **options) -> dict:
     return run_pipeline(spark, spec, lake, run_job(trigger="available_now", run_id=options.pop("run_id", "t"),
-                                                      write_ledger=False, **options))
+                                                      write_ledger=False, **options)).to_json()
 
 
 def pipeline(schema: str, **overrides) -> dict:
