@@ -37,6 +37,7 @@ from spark_jobs.run import Run
 from spark_jobs.slices import (
     BackfillRefused,
     SliceWrite,
+    consumed_through,
     delta_slice,
     slice_predicate,
     write_slice,
@@ -99,14 +100,25 @@ def _local(path: str) -> str:
     return str(Path(path).resolve()) if "://" not in path else path
 
 
-def read_slice(spark: SparkSession, spec: PipelineSpec, settings: Settings, checkpoint: str, last_batch: int,
-               slice_: BackfillSlice, info: dict[str, Any]) -> DataFrame:
-    """The slice's input as one batch DataFrame, with the same columns (and bad-record marks) as the
-    stream's; ``info`` gets what was read (files, or offsets)."""
+def read_slice(run: Run, last_batch: int, info: dict[str, Any]) -> DataFrame:
+    """The slice's input (``run.job.backfill``, up to the checkpoint's ``last_batch``) as one batch DataFrame,
+    with the same columns (and bad-record marks) as the stream's; ``info`` gets what was read (files, or
+    offsets)."""
     from spark_jobs.source import read_source
 
+    spark, spec, settings, checkpoint, slice_ = run.spark, run.spec, run.settings, run.real.checkpoint, run.job.backfill
     if isinstance(spec.source, DeltaSource):
-        return delta_slice(spark, spec.source_path(settings), checkpoint, spec.backfill.column, slice_, info)
+        upstream = spec.source_path(settings)
+        version = consumed_through(checkpoint)
+        if version is None:
+            raise BackfillRefused(
+                f"the checkpoint {checkpoint} does not say which version of the upstream table {upstream} its "
+                "stream has read through (its last run did not finish its catch-up): run it in mode incremental "
+                "first, then backfill."
+            )
+        predicate = slice_predicate(spark, upstream, spec.backfill.column, slice_, what="the upstream table")
+        df, info["upstream"] = delta_slice(spark, upstream, version, predicate)
+        return df
     if isinstance(spec.source, KafkaSource):
         from spark_jobs.kafka_source import read_kafka_slice
 
@@ -162,7 +174,7 @@ def run_backfill(run: Run) -> None:
         files: list[str] = []
         from spark_jobs.transform import register_tables
 
-        df = read_slice(spark, spec, settings, checkpoint, last, slice_, info)
+        df = read_slice(run, last, info)
         register_tables(spark, spec.transform, settings)
         refuse_schema_change(spark, spec, table, df)
         if isinstance(spec.source, FileSource):

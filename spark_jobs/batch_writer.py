@@ -45,7 +45,7 @@ from sluice.spec import RESCUED_COLUMN, FileSource, PipelineSpec
 from spark_jobs import checkpoint_files
 from spark_jobs.records import BAD, ORIGIN, RAW, good_rows
 from spark_jobs.schema_evolution import allow_widening
-from spark_jobs.sink import write_rows, write_sink
+from spark_jobs.sink import Commit, write_rows, write_sink
 from spark_jobs.transform import apply_transform
 
 QUARANTINE_COLUMNS = ("pipeline", "run_id", "batch_id", "source", "raw", "error", "expectation", "quarantined_at",
@@ -193,9 +193,9 @@ class BatchWriter:
         marker = checkpoint_files.checkpoint(spark, checkpoint) if checkpoint is not None else None
         if marker is not None:
             marker.write(QUARANTINE_PENDING, str(batch_id))
-        write_sink(rows, spec.sink, self.target.table, app_id=self.target.app_id, batch_id=batch_id,
-                   merge_schema=self.target.evolve_schema,
-                   user_metadata={"sluice_backfill": None, "run_id": self.target.run_id})
+        write_sink(rows, spec.sink, self.target.table,
+                   Commit(batch_id, app_id=self.target.app_id, merge_schema=self.target.evolve_schema,
+                          metadata={"sluice_backfill": None, "run_id": self.target.run_id}))
         if not _observed(source_seen):
             # Delta skipped the write: the table has this batch's transaction (a replay after a crash that the
             # run did not see coming). Its quarantine rows may be missing: count it, and write what is missing.
@@ -268,11 +268,11 @@ class BatchWriter:
                 rows, outside = self._outside_slice(rows, batch_id, stats)
                 quarantine += outside
             self._write_quarantine(quarantine, batch_id)
-            write_sink(rows, spec.sink, self.target.table, app_id=self.target.app_id, batch_id=batch_id,
-                       merge_schema=spec.schema_evolution == "add_columns" or self.target.evolve_schema,
-                       replace_where=self.target.replace_where,
-                       user_metadata={"sluice_backfill": self.target.backfill, "run_id": self.target.run_id,
-                                      **(self.target.commit_metadata or {})})
+            write_sink(rows, spec.sink, self.target.table, Commit(
+                batch_id, app_id=self.target.app_id, replace_where=self.target.replace_where,
+                metadata={"sluice_backfill": self.target.backfill, "run_id": self.target.run_id,
+                          **(self.target.commit_metadata or {})},
+                merge_schema=spec.schema_evolution == "add_columns" or self.target.evolve_schema))
         finally:
             for df in cached:
                 df.unpersist()
@@ -320,15 +320,15 @@ class BatchWriter:
                 if DeltaTable.isDeltaTable(spark, self.target.quarantine):
                     DeltaTable.forPath(spark, self.target.quarantine).delete(slice_rows)
                 return
-            write_rows(_union(parts), self.target.quarantine, app_id=None, batch_id=batch_id,
-                       replace_where=slice_rows, user_metadata={"sluice_backfill": label, "run_id": self.target.run_id})
+            write_rows(_union(parts), self.target.quarantine, Commit(
+                batch_id, replace_where=slice_rows, metadata={"sluice_backfill": label, "run_id": self.target.run_id}))
             return
         if not parts:
             return
         # observed: whether Delta wrote the rows now or had this batch's transaction already (a replay)
         written = Observation(f"sluice_quarantine_{batch_id}_{uuid.uuid4().hex[:12]}")
         rows = _union(parts).observe(written, F.count(F.lit(1)).alias("rows"))
-        write_rows(rows, self.target.quarantine, app_id=self.target.app_id, batch_id=batch_id)
+        write_rows(rows, self.target.quarantine, Commit(batch_id, app_id=self.target.app_id))
         self.stats[batch_id]["quarantine_committed"] = _observed(written)
 
     def _outside_slice(self, rows: DataFrame, batch_id: int, stats: dict[str, Any]) -> tuple[DataFrame, list[DataFrame]]:

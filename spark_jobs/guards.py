@@ -31,6 +31,7 @@ from sluice.settings import Settings
 from sluice.spec import RESCUED_COLUMN, KafkaSource, PipelineSpec, stateful_sql
 from spark_jobs import schema_evolution
 from spark_jobs.delta_table import uncommitted_log
+from spark_jobs.run import Run
 
 PIPELINE_PROPERTY = "sluice.pipeline"
 CHECKPOINT_PROPERTY = "sluice.checkpointId"
@@ -218,13 +219,14 @@ def empty_quarantine(spark: SparkSession, path: str) -> None:
         DeltaTable.forPath(spark, path).delete()
 
 
-def prepare_sink(
-    spark: SparkSession, spec: PipelineSpec, *, table: str, checkpoint: str, schema: StructType, reset: bool = False,
-    aside_label: str = "replaced",
-) -> tuple[str, str | None, SchemaChange | None]:
-    """Check that checkpoint and table belong together and that the output fits the table, and create the
-    table if needed (a reset replaces it); return the checkpoint id the run will use, for a reset where the
-    old checkpoint went, and the change the run makes to the table's schema."""
+def prepare_sink(run: Run, schema: StructType, *, aside_label: str = "replaced",
+                 ) -> tuple[str, str | None, SchemaChange | None]:
+    """Check that the run's checkpoint and table belong together and that the output (``schema``) fits the
+    table, and create the table if needed (a reset replaces it, and sets the old checkpoint aside, named
+    ``aside_label``); return the checkpoint id the run will use, for a reset where the old checkpoint went,
+    and the change the run makes to the table's schema."""
+    spark, spec, table, checkpoint = run.spark, run.spec, run.real.table, run.real.checkpoint
+    reset = run.job.reset
     if reset:
         state = table_state(spark, table)
         refuse_foreign_table(spec, table, state)

@@ -135,10 +135,7 @@ def _run_query(run: Run) -> None:
             if not options.reset:
                 guards.check_spec_fits(spec, settings, checkpoint)
             followed = follow is not None and follow.action == "reset"
-            cp_id, aside, change = guards.prepare_sink(
-                spark, spec, table=table, checkpoint=checkpoint, schema=schema, reset=options.reset,
-                aside_label="followed" if followed else "replaced",
-            )
+            cp_id, aside, change = guards.prepare_sink(run, schema, aside_label="followed" if followed else "replaced")
             if aside:
                 summary.replaced_checkpoint = aside
             if options.reset:

@@ -12,8 +12,10 @@ result; ``merge`` upserts by the sink's keys (Delta MERGE), the latest ``order_b
 
 from __future__ import annotations
 
+import dataclasses
 import json
-from typing import Callable
+from dataclasses import dataclass
+from typing import Any, Callable
 
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
@@ -56,52 +58,61 @@ def start_write(
     return writer.start()
 
 
-def _metadata(app_id: str, batch_id: int) -> str:
-    return json.dumps({"sluice_app_id": app_id, "batch_id": batch_id})
+@dataclass(frozen=True)
+class Commit:
+    """What one Delta write commits as: the stream's idempotent transaction (``app_id`` with the batch id as
+    its ``txnVersion``: Delta skips a write it has committed already) or, without ``app_id``, a plain one;
+    with ``replace_where`` (a backfill, a rebuild) it replaces the rows matching that predicate."""
+
+    batch_id: int
+    app_id: str | None = None
+    replace_where: str | None = None
+    metadata: dict[str, Any] | None = None
+    """The commit's userMetadata; a transaction's says its id and batch instead (what a replay looks for)."""
+    merge_schema: bool = False
+    """The commit evolves the table's schema (``mergeSchema``; a MERGE's ``autoMerge``)."""
+
+    def user_metadata(self) -> str | None:
+        if self.app_id is not None:
+            return json.dumps({"sluice_app_id": self.app_id, "batch_id": self.batch_id})
+        return json.dumps(self.metadata) if self.metadata else None
 
 
-def write_rows(rows: DataFrame, path: str, *, app_id: str | None, batch_id: int, overwrite: bool = False,
-               partition_by: list[str] | None = None, merge_schema: bool = False,
-               replace_where: str | None = None, user_metadata: dict | None = None) -> None:
-    """Append (or overwrite with) ``rows`` as the idempotent transaction (app_id, batch_id).
-
-    ``replace_where`` (a backfill): overwrite only the rows matching this predicate (Delta replaceWhere),
-    as a plain transaction: a backfill is idempotent by what it replaces, not by a transaction id."""
-    writer = rows.write.format("delta").mode("overwrite" if overwrite or replace_where else "append")
-    if app_id is not None:
-        writer = writer.option("txnAppId", app_id).option("txnVersion", str(batch_id))
-        writer = writer.option("userMetadata", _metadata(app_id, batch_id))
-    elif user_metadata:
-        writer = writer.option("userMetadata", json.dumps(user_metadata))
-    if replace_where:
-        writer = writer.option("replaceWhere", replace_where)
-    if merge_schema:
+def write_rows(rows: DataFrame, path: str, commit: Commit, *, overwrite: bool = False,
+               partition_by: list[str] | None = None) -> None:
+    """Append (or overwrite with) ``rows`` in one commit: the idempotent transaction (app_id, batch_id), or
+    a backfill's replaceWhere -- idempotent by what it replaces, not by a transaction id."""
+    writer = rows.write.format("delta").mode("overwrite" if overwrite or commit.replace_where else "append")
+    if commit.app_id is not None:
+        writer = writer.option("txnAppId", commit.app_id).option("txnVersion", str(commit.batch_id))
+    if commit.user_metadata():
+        writer = writer.option("userMetadata", commit.user_metadata())
+    if commit.replace_where:
+        writer = writer.option("replaceWhere", commit.replace_where)
+    if commit.merge_schema:
         writer = writer.option("mergeSchema", "true")
     if partition_by:
         writer = writer.partitionBy(*partition_by)
     writer.save(path)
 
 
-def write_sink(rows: DataFrame, sink: Sink, path: str, *, app_id: str | None, batch_id: int, merge_schema: bool,
-               replace_where: str | None = None, user_metadata: dict | None = None) -> None:
-    if replace_where:
+def write_sink(rows: DataFrame, sink: Sink, path: str, commit: Commit) -> None:
+    """One batch into the sink table as the sink's mode says (a backfill's: its slice replaced)."""
+    if commit.replace_where:
         # a backfill replaces the slice's rows with what its input gives: for a merge sink, the latest row
         # of each key, deletions left out
         if sink.mode == "merge":
             rows = latest_per_key(rows, sink)
             if sink.delete_when:
                 rows = rows.where(~F.col(DELETE_FLAG)).drop(DELETE_FLAG)
-        write_rows(rows, path, app_id=None, batch_id=batch_id, partition_by=sink.partition_by,
-                   merge_schema=merge_schema, replace_where=replace_where, user_metadata=user_metadata)
+        write_rows(rows, path, dataclasses.replace(commit, app_id=None), partition_by=sink.partition_by)
     elif sink.mode == "merge":
-        merge_rows(rows, sink, path, app_id=app_id, batch_id=batch_id, merge_schema=merge_schema)
+        merge_rows(rows, sink, path, commit)
     else:
-        write_rows(rows, path, app_id=app_id, batch_id=batch_id, overwrite=sink.mode == "complete",
-                   partition_by=sink.partition_by, merge_schema=merge_schema)
+        write_rows(rows, path, commit, overwrite=sink.mode == "complete", partition_by=sink.partition_by)
 
 
-def merge_rows(batch: DataFrame, sink: Sink, table_path: str, *, app_id: str, batch_id: int,
-               merge_schema: bool = False) -> None:
+def merge_rows(batch: DataFrame, sink: Sink, table_path: str, commit: Commit) -> None:
     """Upsert one micro-batch into the table by the sink's keys, as the idempotent transaction."""
     from delta.tables import DeltaTable
 
@@ -123,8 +134,9 @@ def merge_rows(batch: DataFrame, sink: Sink, table_path: str, *, app_id: str, ba
         merge = merge.whenMatchedUpdate(newer, set=columns)
         merge = merge.whenNotMatchedInsert(values=columns)
     conf = spark.conf
-    settings = {TXN_APP_ID_CONF: app_id, TXN_VERSION_CONF: str(batch_id), USER_METADATA_CONF: _metadata(app_id, batch_id)}
-    if merge_schema:
+    settings = {TXN_APP_ID_CONF: commit.app_id, TXN_VERSION_CONF: str(commit.batch_id),
+                USER_METADATA_CONF: commit.user_metadata()}
+    if commit.merge_schema:
         settings[AUTO_MERGE_CONF] = "true"
     before = {key: conf.get(key, None) for key in settings}
     for key, value in settings.items():

@@ -82,23 +82,11 @@ def _ts(value: datetime) -> str:
     return value.strftime("%Y-%m-%d %H:%M:%S")
 
 
-def delta_slice(spark: SparkSession, upstream: str, checkpoint: str, column: str, slice_: BackfillSlice,
-                info: dict[str, Any], *, version: int | None = None, predicate: str | None = None) -> DataFrame:
-    """A Delta source's slice: the upstream table's rows of the slice as of the version this pipeline's
-    stream has consumed through (``version``; read from the checkpoint when not given), by ``predicate``
-    (the upstream commit's own) or else by the upstream table's column of the same name."""
-    if version is None:
-        version = consumed_through(checkpoint)
-        if version is None:
-            raise BackfillRefused(
-                f"the checkpoint {checkpoint} does not say which version of the upstream table {upstream} its "
-                "stream has read through (its last run did not finish its catch-up): run it in mode incremental "
-                "first, then backfill."
-            )
-    if predicate is None:
-        predicate = slice_predicate(spark, upstream, column, slice_, what="the upstream table")
-    info["upstream"] = {"table": upstream, "version": version, "predicate": predicate}
-    return spark.read.format("delta").option("versionAsOf", version).load(upstream).where(predicate)
+def delta_slice(spark: SparkSession, upstream: str, version: int, predicate: str) -> tuple[DataFrame, dict[str, Any]]:
+    """A Delta source's slice: the upstream table's rows matching ``predicate`` as of ``version`` (the version
+    this pipeline's stream has consumed through), and what was read (for the summary)."""
+    df = spark.read.format("delta").option("versionAsOf", version).load(upstream).where(predicate)
+    return df, {"table": upstream, "version": version, "predicate": predicate}
 
 
 def sql_literal(value: Any) -> str:

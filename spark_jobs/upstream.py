@@ -304,15 +304,14 @@ def rebuild(run: Run, follow: Plan) -> dict[str, Any]:
     pending = list(deferred)  # what the marker says is still to do
 
     for slice_, up_column, up_predicate, predicate, versions, old in plans:
-        info: dict[str, Any] = {}
-        df = delta_slice(spark, follow.upstream, checkpoint, up_column, slice_, info, version=through,
-                         predicate=up_predicate)
+        df, read = delta_slice(spark, follow.upstream, through, up_predicate or slice_predicate(
+            spark, follow.upstream, up_column, slice_, what="the upstream table"))
         target_column = column if old is None else old["column"]
         meta = {REBUILD_KEY: {"upstream": follow.upstream, "pipeline": follow.pipeline, "upstream_version": through,
                               "changes": versions, "run_id": run_id}}
         later: dict[str, Any] = {"from": slice_.start.isoformat(), "to": slice_.end.isoformat(),
                                  "column": target_column, "upstream_column": up_column,
-                                 "upstream_predicate": info["upstream"]["predicate"], "changes": versions}
+                                 "upstream_predicate": read["predicate"], "changes": versions}
 
         def remember(values: list[str], later=later, old=old) -> None:
             # before the commit that marks the change done: the marker keeps the values it leaves to later
@@ -328,7 +327,7 @@ def rebuild(run: Run, follow: Plan) -> dict[str, Any]:
                                                        on_deferred=remember))
         stats = writer.stats.get(0, {})
         entry = {"slice": slice_.label, "column": target_column, "upstream_version": through, "changes": versions,
-                 "upstream_predicate": info["upstream"]["predicate"], "predicate": predicate,
+                 "upstream_predicate": read["predicate"], "predicate": predicate,
                  "input_rows": int(stats.get("input_rows") or 0),
                  "quarantined_rows": int(stats.get("quarantined_rows") or 0), "written": bool(stats)}
         if old is not None:

@@ -158,10 +158,10 @@ def test_a_crash_between_the_sink_commit_and_the_quarantine_rows_of_a_one_pass_b
     spec = make_spec(orders_spec())
     write_mixed_orders(lake.lake_root / "landing" / "orders")
 
-    def quarantine_write_fails(rows, path, **kwargs):
+    def quarantine_write_fails(rows, path, commit, **kwargs):
         if path == spec.quarantine_table_path(lake):
             raise RuntimeError("driver lost before the quarantine commit")
-        return write_rows(rows, path, **kwargs)
+        return write_rows(rows, path, commit, **kwargs)
 
     write_rows = batch_writer.write_rows
     failed, checkpoint = crash_in_batch_0(spark, spec, lake, monkeypatch, "write_rows", quarantine_write_fails)
