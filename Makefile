@@ -15,7 +15,7 @@ STAMPS := var/stamps
 export SPARK_LOCAL_IP := 127.0.0.1
 export PYSPARK_PYTHON := $(CURDIR)/$(BIN)/python
 
-.PHONY: help install venv jars airflow-db demo test test-fast bench lock lint docs chaos chaos-jar jvm-archive clean clean-data airflow-standalone kafka-up kafka-down stack stack-down system-packages
+.PHONY: help install venv jars airflow-db demo test test-fast bench lock lint docs chaos chaos-jar jvm-archive clean clean-data airflow-standalone kafka-up kafka-down s3-server s3-up s3-down stack stack-down system-packages
 
 help:
 	@echo "make demo    install everything, ingest sample data twice through Airflow, show the table"
@@ -25,6 +25,7 @@ help:
 	@echo "make install the virtualenv (.venv), the jars (var/jars) and the Airflow DB (var/airflow)"
 	@echo "make airflow-standalone   the Airflow UI on http://127.0.0.1:8080 (SQLite, low parallelism)"
 	@echo "make kafka-up / kafka-down  a local Kafka broker (KRaft) on 127.0.0.1:9092 (SLUICE_KAFKA_PORT)"
+	@echo "make s3-up / s3-down  a local S3 server (SeaweedFS) on 127.0.0.1:8333 (SLUICE_S3_PORT); its credentials: sluice s3 env"
 	@echo "make chaos   kill runs at random moments (50 rounds per pipeline): 0 lost, 0 duplicated, or exit 1"
 	@echo "make stack / stack-down  docker-compose's topology as local processes: PostgreSQL, Airflow, Spark standalone, Kafka"
 
@@ -79,6 +80,11 @@ $(STAMPS)/jvm-archive: $(STAMPS)/venv $(STAMPS)/jars spark_jobs/warmup.py
 	$(BIN)/python -m sluice.jvm_archive
 	@touch $@
 
+# The local S3 server (SeaweedFS), built once from its pinned Go module into var/bin/weed (sluice/s3_server.py):
+# ~7 min and ~4 GB of Go caches (var/go) the first time; skipped while the pinned binary is there.
+s3-server: $(STAMPS)/venv
+	$(BIN)/python -m sluice.s3_server build
+
 airflow-db: $(STAMPS)/airflow-db
 $(STAMPS)/airflow-db: $(STAMPS)/venv
 	$(BIN)/sluice airflow db migrate > /dev/null
@@ -91,7 +97,7 @@ install: venv jars chaos-jar jvm-archive airflow-db system-packages
 demo: install
 	$(BIN)/python include/demo.py
 
-test: install
+test: install s3-server
 	$(BIN)/python -m pytest
 
 bench: install
@@ -101,7 +107,7 @@ bench: install
 chaos: install
 	$(BIN)/python bench/chaos.py --rounds $${CHAOS_ROUNDS:-50} $${CHAOS_ARGS:---parallel}
 
-test-fast: install
+test-fast: install s3-server
 	$(BIN)/python -m pytest -m "not e2e"
 
 # --- running things by hand ------------------------------------------------------------------------
@@ -137,8 +143,15 @@ kafka-up: venv jars
 kafka-down: venv
 	$(BIN)/sluice kafka down
 
+s3-up: venv s3-server
+	$(BIN)/sluice s3 up
+
+s3-down: venv
+	$(BIN)/sluice s3 down
+
 clean-data:
 	rm -rf var/lake var/checkpoints
 
 clean:
+	chmod -R u+w var/go 2> /dev/null || true  # Go keeps its module cache read-only
 	rm -rf $(VENV) var target

@@ -10,6 +10,7 @@
     sluice status SPEC [--limit N] [--json]          the pipeline's latest runs, from the run ledger
     sluice airflow ARGS...                           the airflow CLI with the project's environment
     sluice kafka up|down|status|create-topic T       the project's local Kafka broker
+    sluice s3 up|down|status|env|create-bucket B     the project's local S3 server (SeaweedFS)
     sluice env                                       that environment, as shell exports
 
 SPEC is a spec file, or the name of a pipeline in the pipelines folder. ``sluice run`` streams Spark's
@@ -225,6 +226,43 @@ def cmd_kafka(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def cmd_s3(args: argparse.Namespace, settings: Settings) -> int:
+    """The project's local S3-compatible object store (SeaweedFS, 127.0.0.1:SLUICE_S3_PORT), data in var/s3."""
+    from sluice.s3_server import S3Server, create_bucket, start_server, stop_server
+
+    server = S3Server.load(settings.s3_home)
+    running = bool(server and server.running())
+    if args.action == "up":
+        if running:
+            print(f"s3: already running at {server.endpoint} (pid {server.pid})")
+            return 0
+        server = start_server(settings.s3_home, settings.var_dir, port=settings.s3_port)
+        print(f"s3: running at {server.endpoint} (pid {server.pid}, data in {settings.s3_home}); "
+              "its credentials: eval \"$(sluice s3 env)\"")
+    elif args.action == "down":
+        if running:
+            stop_server(server)
+            print("s3: stopped")
+        else:
+            print("s3: not running")
+    elif args.action == "status":
+        print(f"s3: running at {server.endpoint} (pid {server.pid})" if running else "s3: not running")
+        return 0 if running else 1
+    elif args.action == "env":
+        if not running:
+            raise RuntimeError("the local S3 server is not running: start it with `make s3-up`")
+        for key, value in server.env().items():
+            print(f"export {key}={shlex.quote(value)}")
+    elif args.action == "create-bucket":
+        if not args.bucket:
+            raise RuntimeError("sluice s3 create-bucket BUCKET: name the bucket")
+        if not running:
+            raise RuntimeError("the local S3 server is not running: start it with `make s3-up`")
+        created = create_bucket(server, args.bucket)
+        print(f"s3: bucket {args.bucket} {'created' if created else 'exists'}")
+    return 0
+
+
 def cmd_stack(args: argparse.Namespace, settings: Settings) -> int:
     """The docker-compose topology as local processes (PostgreSQL, Airflow, Spark standalone, Kafka)."""
     from sluice.stack import Stack, StackError
@@ -313,6 +351,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("topic", nargs="?", help="with create-topic: the topic's name")
     p.add_argument("--partitions", type=int, default=3, help="with create-topic (default 3)")
     p.set_defaults(func=cmd_kafka)
+
+    p = sub.add_parser("s3", help="the project's local S3 server (SeaweedFS): up, down, status, env, create-bucket")
+    p.add_argument("action", choices=["up", "down", "status", "env", "create-bucket"])
+    p.add_argument("bucket", nargs="?", help="with create-bucket: the bucket's name")
+    p.set_defaults(func=cmd_s3)
 
     p = sub.add_parser("stack", help="the team topology as local processes: up, down, status, env")
     p.add_argument("action", choices=["up", "down", "status", "env"])

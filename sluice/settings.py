@@ -14,6 +14,8 @@ env                        meaning                                     default
 ``SLUICE_JARS``            folder of fetched jars (``make jars``)      ``$SLUICE_HOME/var/jars``
 ``SLUICE_AIRFLOW_HOME``    AIRFLOW_HOME of ``sluice airflow``          ``$SLUICE_HOME/var/airflow``
 ``SLUICE_KAFKA_PORT``      port of the local broker (``make kafka-up``) ``9092``
+``SLUICE_S3_PORT``         S3 port of the local object store           ``8333``
+                           (``make s3-up``)
 ``SLUICE_SPARK_CONN_ID``   the Airflow connection naming the master    ``sluice_spark``
 ``SLUICE_SPARK_MASTER``    master of that connection when the project  ``local[*]``
                            defines it
@@ -60,6 +62,8 @@ class Settings(BaseModel):
     """AIRFLOW_HOME for ``sluice airflow`` and the make targets (SQLite metadata DB, logs, config)."""
     kafka_port: int
     """Port of the project's local Kafka broker (``sluice kafka up``); its data lives in ``var/kafka``."""
+    s3_port: int = 8333
+    """S3 port of the project's local object store (``sluice s3 up``); its data lives in ``var/s3``."""
     spark_conn_id: str
     """Airflow connection whose host is the Spark master."""
     spark_master: str
@@ -80,6 +84,10 @@ class Settings(BaseModel):
     @property
     def kafka_home(self) -> Path:
         return self.var_dir / "kafka"
+
+    @property
+    def s3_home(self) -> Path:
+        return self.var_dir / "s3"
 
     def spark_jars(self) -> list[Path]:
         """The jars handed to spark-submit: Delta and the Kafka connector, as fetched at set-up."""
@@ -112,6 +120,7 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         jars_dir=folder("SLUICE_JARS", home / "var" / "jars"),
         airflow_home=folder("SLUICE_AIRFLOW_HOME", home / "var" / "airflow"),
         kafka_port=int(env.get("SLUICE_KAFKA_PORT") or 9092),
+        s3_port=int(env.get("SLUICE_S3_PORT") or 8333),
         spark_conn_id=env.get("SLUICE_SPARK_CONN_ID") or "sluice_spark",
         spark_master=env.get("SLUICE_SPARK_MASTER") or "local[*]",
         jvm_archive=(env.get("SLUICE_JVM_ARCHIVE") or "").lower() not in ("off", "0", "false"),

@@ -1,0 +1,317 @@
+"""A real S3-compatible object store on 127.0.0.1: SeaweedFS (Apache-2.0), one ``weed server`` process (master,
+volume server, filer and the S3 gateway), data in ``var/s3``.
+
+The binary is built from SeaweedFS's Go module at set-up (``make s3-server``: :func:`build_command`, pinned
+in :data:`SEAWEEDFS_MODULE`) into ``var/bin/weed``; nothing is downloaded at run time. Used by
+``make s3-up``/``s3-down`` (``sluice s3 up|down|status|env``) and the test suite's fixture.
+
+Credentials are generated at the first start and kept in ``var/s3/credentials.json`` (mode 0600): the
+gateway's identity file is written from them, and ``sluice s3 env`` prints them as the standard AWS
+variables every S3 client reads (``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``,
+``AWS_REGION``).
+
+Settings learnt on this machine: every bucket reserves 7 volumes unless ``master.toml`` says
+``[master.volume_growth] copy_1 = 1`` (else "No writable volumes" at the third bucket); telemetry and the
+Iceberg/Lance catalog ports are turned off; every port is given (the gRPC ones too: by default they are the
+HTTP port + 10000); the server takes 10-13 s to exit after SIGTERM, so a restart waits for the pid.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from sluice.kafka_broker import free_port, port_open
+from sluice.readiness import log_tail, wait_until
+
+SEAWEEDFS_MODULE = "github.com/seaweedfs/seaweedfs"
+SEAWEEDFS_VERSION = "v0.0.0-20261109003541-7506e5f91cd6"
+"""The pinned SeaweedFS source (the Go module proxy's pseudo-version of its 2026-11-09 commit)."""
+REGION = "us-east-1"
+VOLUME_SIZE_MB = 256
+"""Small volumes: a local test store, not a production one (SeaweedFS preallocates nothing, but grows by volume)."""
+
+_MASTER_TOML = """\
+# written by sluice (sluice/s3_server.py): one volume per new collection (bucket), not seven
+[master.volume_growth]
+copy_1 = 1
+copy_2 = 1
+copy_3 = 1
+copy_other = 1
+"""
+
+
+class S3ServerError(RuntimeError):
+    pass
+
+
+def binary_path(var_dir: Path) -> Path:
+    return var_dir / "bin" / "weed"
+
+
+def build_stamp(var_dir: Path) -> Path:
+    """Names the version the binary was built from: a binary of another version is built again."""
+    return var_dir / "bin" / "weed.version"
+
+
+def built(var_dir: Path) -> bool:
+    stamp = build_stamp(var_dir)
+    return (binary_path(var_dir).is_file() and stamp.is_file()
+            and stamp.read_text(encoding="utf-8").strip() == SEAWEEDFS_VERSION)
+
+
+@dataclass
+class S3Server:
+    """A store's folder, ports, credentials and process. ``state.json`` remembers a running one."""
+
+    home: Path
+    port: int
+    master_port: int
+    volume_port: int
+    filer_port: int
+    grpc_ports: dict[str, int] = field(default_factory=dict)
+    pid: int | None = None
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def credentials_file(self) -> Path:
+        return self.home / "credentials.json"
+
+    def credentials(self) -> dict[str, str]:
+        """``access_key`` and ``secret_key``: generated at the first start, kept for the next ones."""
+        found = _read_json(self.credentials_file)
+        if found:
+            return found
+        created = {"access_key": "sluice" + secrets.token_hex(6), "secret_key": secrets.token_urlsafe(30)}
+        self.home.mkdir(parents=True, exist_ok=True)
+        _write_private(self.credentials_file, json.dumps(created))
+        return created
+
+    def env(self) -> dict[str, str]:
+        """The standard AWS variables that point an S3 client (boto3, the AWS CLI, delta-rs, Arrow) here."""
+        creds = self.credentials()
+        return {"AWS_ENDPOINT_URL": self.endpoint, "AWS_ACCESS_KEY_ID": creds["access_key"],
+                "AWS_SECRET_ACCESS_KEY": creds["secret_key"], "AWS_REGION": REGION}
+
+    def running(self) -> bool:
+        if not self.pid:
+            return False
+        try:
+            os.kill(self.pid, 0)
+        except ProcessLookupError:
+            return False
+        # a zombie of ours, or a pid reused by another program, is not the server
+        try:
+            cmdline = Path(f"/proc/{self.pid}/cmdline").read_bytes()
+        except OSError:
+            return True
+        return b"weed" in cmdline and Path(f"/proc/{self.pid}/stat").read_text().split()[2] != "Z"
+
+    def save(self) -> None:
+        state = {k: v for k, v in asdict(self).items() if k != "home"}
+        (self.home / "state.json").write_text(json.dumps(state), encoding="utf-8")
+
+    @classmethod
+    def load(cls, home: Path) -> S3Server | None:
+        state = _read_json(home / "state.json")
+        return cls(home=home, **state) if state else None
+
+
+def build_command(var_dir: Path) -> str:
+    """The shell commands that build the pinned SeaweedFS into ``var/bin/weed`` (``make s3-server``).
+
+    ``go install module@version`` is refused (its go.mod has a replace directive): the module is downloaded
+    with ``go mod download`` and built in its own folder, with its own go.sum (``-mod=readonly``). The Go
+    caches live in ``var/go`` (about 4 GB), which ``make clean`` deletes."""
+    go = var_dir / "go"
+    return (
+        f"export GOMODCACHE={go}/mod GOCACHE={go}/cache GOFLAGS=-mod=readonly CGO_ENABLED=0 GOTOOLCHAIN=local && "
+        f"dir=$(go mod download -json {SEAWEEDFS_MODULE}@{SEAWEEDFS_VERSION} | {sys.executable} -c "
+        "'import json, sys; print(json.load(sys.stdin)[\"Dir\"])') && "
+        f"mkdir -p {var_dir}/bin && cd $dir && go build -trimpath -ldflags=-s -o {binary_path(var_dir)}.tmp ./weed && "
+        f"mv {binary_path(var_dir)}.tmp {binary_path(var_dir)} && echo {SEAWEEDFS_VERSION} > {build_stamp(var_dir)}"
+    )
+
+
+def start_server(home: Path, var_dir: Path, *, port: int = 8333, timeout: float = 120.0) -> S3Server:
+    """Start the store (its folder ``home``), wait until its S3 gateway answers a signed request with the
+    generated credentials. Returns the running server (pid and ports also in ``home/state.json``)."""
+    weed = binary_path(var_dir).resolve()
+    if not weed.is_file():
+        raise S3ServerError(f"the SeaweedFS binary {weed} is missing: run `make s3-server` (builds it from its "
+                            "Go module, once)")
+    home.mkdir(parents=True, exist_ok=True)
+    existing = S3Server.load(home)
+    if existing and existing.running():
+        raise S3ServerError(f"the S3 server from {home} is already running (pid {existing.pid}, {existing.endpoint})")
+    if port_open(port):
+        raise S3ServerError(f"port {port} on 127.0.0.1 is taken: stop what uses it or set SLUICE_S3_PORT")
+    server = S3Server(home=home, port=port, master_port=free_port(), volume_port=free_port(),
+                      filer_port=free_port(),
+                      grpc_ports={name: free_port() for name in ("master", "volume", "filer", "s3")})
+    config = home / "config"
+    config.mkdir(exist_ok=True)
+    (config / "master.toml").write_text(_MASTER_TOML, encoding="utf-8")
+    creds = server.credentials()
+    identities = {"identities": [{"name": "sluice", "credentials": [
+        {"accessKey": creds["access_key"], "secretKey": creds["secret_key"]}],
+        "actions": ["Admin", "Read", "List", "Tagging", "Write"]}]}
+    _write_private(config / "s3.json", json.dumps(identities, indent=1))
+    (home / "data").mkdir(exist_ok=True)
+    command = [
+        str(weed), f"-config_dir={config}", "-logtostderr", "server",
+        "-ip=127.0.0.1", "-ip.bind=127.0.0.1", f"-dir={home / 'data'}",
+        f"-master.port={server.master_port}", f"-master.port.grpc={server.grpc_ports['master']}",
+        f"-master.volumeSizeLimitMB={VOLUME_SIZE_MB}", "-master.telemetry=false",
+        f"-volume.port={server.volume_port}", f"-volume.port.grpc={server.grpc_ports['volume']}", "-volume.max=64",
+        "-filer", f"-filer.port={server.filer_port}", f"-filer.port.grpc={server.grpc_ports['filer']}",
+        "-s3", f"-s3.port={server.port}", f"-s3.port.grpc={server.grpc_ports['s3']}", f"-s3.config={config / 's3.json'}",
+        "-s3.port.iceberg=0", "-s3.port.lance=0",
+    ]
+    log = home / "server.log"
+    with log.open("ab") as out:
+        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                   cwd=home, start_new_session=True)
+    server.pid = process.pid
+    server.save()
+
+    def answers() -> bool:
+        if process.poll() is not None:  # waiting longer cannot help
+            raise S3ServerError(f"the S3 server at {server.endpoint} exited with code {process.returncode}"
+                                f"{log_tail(log)}")
+        return port_open(server.port) and _lists_buckets(server) and _volumes_known(server)
+
+    try:
+        wait_until(f"the S3 server at {server.endpoint} to answer", answers, timeout, log, every=0.5,
+                   error=S3ServerError)
+    except S3ServerError:
+        stop_server(server)
+        raise
+    return server
+
+
+def filesystem(server: S3Server):
+    """An Arrow S3 file system on the server, with its credentials."""
+    from pyarrow import fs as pafs
+
+    creds = server.credentials()
+    return pafs.S3FileSystem(access_key=creds["access_key"], secret_key=creds["secret_key"], region=REGION,
+                             endpoint_override=f"127.0.0.1:{server.port}", scheme="http",
+                             connect_timeout=2, request_timeout=5, retry_strategy=pafs.AwsStandardS3RetryStrategy(0),
+                             allow_bucket_creation=True)
+
+
+def _lists_buckets(server: S3Server) -> bool:
+    """A signed ListBuckets answered: the gateway is up and knows the credentials. While it starts it
+    refuses, resets or answers 5xx (Arrow raises OSError for each): not yet."""
+    from pyarrow import fs as pafs
+
+    try:
+        filesystem(server).get_file_info(pafs.FileSelector("/", recursive=False))
+    except OSError:
+        return False
+    return True
+
+
+def _volumes_known(server: S3Server) -> bool:
+    """The master knows the volume server (and so the volumes it holds): before its first heartbeat the
+    gateway lists buckets but cannot read an object's data (a 500 in the middle of the answer)."""
+    from sluice.readiness import http_json
+
+    status = http_json(f"http://127.0.0.1:{server.master_port}/dir/status", timeout=2)
+    return bool(status and (status.get("Topology") or {}).get("Max"))
+
+
+def create_bucket(server: S3Server, bucket: str) -> bool:
+    """Create ``bucket`` if missing; True if it was created."""
+    from pyarrow import fs as pafs
+
+    store = filesystem(server)
+    if store.get_file_info(bucket).type != pafs.FileType.NotFound:
+        return False
+    store.create_dir(bucket)
+    return True
+
+
+def stop_server(server: S3Server, timeout: float = 45.0, *, crash: bool = False) -> None:
+    """Stop cleanly (SIGTERM: the server flushes its volumes and filer store, 10-25 s here); SIGKILL after
+    ``timeout``. ``crash=True`` kills it at once, as a machine failure would. Returns once the process is
+    gone, so a new server can take its ports and folder."""
+    if server.running():
+        sig = signal.SIGKILL if crash else signal.SIGTERM
+        os.killpg(server.pid, sig) if _own_group(server.pid) else os.kill(server.pid, sig)
+        deadline = time.monotonic() + timeout
+        while server.running() and time.monotonic() < deadline:
+            _reap(server.pid)
+            time.sleep(0.2)
+        if server.running():
+            os.kill(server.pid, signal.SIGKILL)
+            while server.running() and time.monotonic() < deadline + 10:
+                _reap(server.pid)
+                time.sleep(0.1)
+        _reap(server.pid)
+    server.pid = None
+    if server.home.is_dir():
+        server.save()
+
+
+def _own_group(pid: int) -> bool:
+    try:
+        return os.getpgid(pid) == pid
+    except ProcessLookupError:
+        return False
+
+
+def _reap(pid: int | None) -> None:
+    if not pid:
+        return
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
+
+
+def _read_json(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Write a file only its owner can read (credentials)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        out.write(text)
+    os.chmod(path, 0o600)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m sluice.s3_server build``: build the pinned SeaweedFS into ``var/bin/weed`` unless it is there."""
+    from sluice.settings import load_settings
+
+    argv = sys.argv[1:] if argv is None else argv
+    if argv != ["build"]:
+        print("usage: python -m sluice.s3_server build", file=sys.stderr)
+        return 2
+    var_dir = load_settings().var_dir
+    if built(var_dir):
+        print(f"SeaweedFS {SEAWEEDFS_VERSION}: {binary_path(var_dir)} is built")
+        return 0
+    print(f"building SeaweedFS {SEAWEEDFS_VERSION} from its Go module into {binary_path(var_dir)} "
+          "(once; ~7 min on 2 cores, Go caches in var/go)", flush=True)
+    return subprocess.run(["bash", "-euo", "pipefail", "-c", build_command(var_dir)]).returncode
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
