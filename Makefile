@@ -57,13 +57,15 @@ lint: $(STAMPS)/venv
 docs: $(STAMPS)/venv
 	$(BIN)/python -m sluice.spec_reference
 
-# Delta + the Kafka connector (var/jars/spark) and the Kafka broker (var/jars/kafka), from pom.xml.
+# Delta + the Kafka connector (var/jars/spark), the Kafka broker (var/jars/kafka) and Hadoop's S3A file system
+# (var/jars/s3), from pom.xml.
 jars: $(STAMPS)/jars
 $(STAMPS)/jars: pom.xml
 	@mkdir -p $(STAMPS)
-	rm -rf var/jars/spark var/jars/kafka
+	rm -rf var/jars/spark var/jars/kafka var/jars/s3
 	mvn -q -B -Dstyle.color=never -P spark-jars package
 	mvn -q -B -Dstyle.color=never -P kafka-broker package
+	mvn -q -B -Dstyle.color=never -P s3-jars package
 	@touch $@
 
 # The fault-injecting file system of the chaos tests (jvm/chaos), compiled against pyspark's own Hadoop jars.

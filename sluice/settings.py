@@ -57,7 +57,8 @@ class Settings(BaseModel):
     ledger_path: Path
     """The run ledger, a Delta table with one row per run (``sluice status``)."""
     jars_dir: Path
-    """Holds ``spark/`` (Delta, Kafka connector) and ``kafka/`` (the broker), fetched by ``make jars``."""
+    """Holds ``spark/`` (Delta, Kafka connector), ``kafka/`` (the broker) and ``s3/`` (Hadoop's S3A), fetched by
+    ``make jars``."""
     airflow_home: Path
     """AIRFLOW_HOME for ``sluice airflow`` and the make targets (SQLite metadata DB, logs, config)."""
     kafka_port: int
@@ -97,6 +98,17 @@ class Settings(BaseModel):
             raise FileNotFoundError(
                 f"Delta's jars are missing from {folder}: run `make jars` (Maven fetches them from the "
                 "pinned pom.xml) or point SLUICE_JARS at a folder that has spark/delta-spark_*.jar"
+            )
+        return jars
+
+    def object_store_jars(self) -> list[Path]:
+        """Hadoop's S3A file system and the AWS SDK modules it uses (``s3a://`` paths), fetched at set-up."""
+        folder = self.jars_dir / "s3"
+        jars = sorted(folder.glob("*.jar"))
+        if not any(j.name.startswith("hadoop-aws-") for j in jars):
+            raise FileNotFoundError(
+                f"Hadoop's S3A jars are missing from {folder}: run `make jars` (Maven fetches them from the "
+                "pinned pom.xml) or point SLUICE_JARS at a folder that has s3/hadoop-aws-*.jar"
             )
         return jars
 

@@ -7,6 +7,7 @@ session (``spark_jobs.session``), so tests run on the same configuration as real
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
 from sluice.settings import Settings
@@ -44,6 +45,28 @@ def default_spark_conf() -> dict[str, str]:
         "spark.sql.sources.parallelPartitionDiscovery.parallelism": str(max(2, cores * 2)),
     }
     return conf
+
+
+# --- object storage: Hadoop's S3A file system (s3a://) -------------------------------------------------
+
+def s3a_conf(env: Mapping[str, str], settings: Settings) -> dict[str, str]:
+    """Hadoop's S3A settings (as ``spark.hadoop.*``) from the standard AWS variables: the endpoint of an
+    S3-compatible store (``AWS_ENDPOINT_URL_S3`` or ``AWS_ENDPOINT_URL``: path-style requests, TLS as its
+    scheme says) and the region; S3A's upload buffers in the project's temp folder.
+
+    Credentials are no setting: S3A's default chain reads ``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``
+    from the driver's environment, so no secret goes on a command line, into the Spark UI's environment page
+    or into a log."""
+    conf = {"fs.s3a.buffer.dir": str(settings.var_dir / "tmp" / "s3a")}
+    endpoint = env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL")
+    if endpoint:
+        conf["fs.s3a.endpoint"] = endpoint
+        conf["fs.s3a.path.style.access"] = "true"
+        conf["fs.s3a.connection.ssl.enabled"] = "true" if endpoint.startswith("https:") else "false"
+    region = env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION")
+    if region:
+        conf["fs.s3a.endpoint.region"] = region
+    return {f"spark.hadoop.{key}": value for key, value in conf.items()}
 
 
 # --- the driver's JVM class archive (built by sluice.jvm_archive) ---------------------------------------

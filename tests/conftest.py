@@ -56,3 +56,14 @@ def kafka_broker(tmp_path_factory):
                           sasl_users={SASL_USER: SASL_PASSWORD})
     yield broker
     stop_broker(broker)
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory):
+    """A real S3-compatible server for the test run: SeaweedFS, built at set-up (``make s3-server``)."""
+    from sluice.kafka_broker import free_port
+    from sluice.s3_server import start_server, stop_server
+
+    server = start_server(tmp_path_factory.mktemp("s3"), load_settings().var_dir, port=free_port())
+    yield server
+    stop_server(server, crash=True)  # its data is thrown away: no need to wait for a clean stop
