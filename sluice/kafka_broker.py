@@ -11,16 +11,13 @@ PLAIN mechanism, so that credentials can be tested end to end.
 from __future__ import annotations
 
 import base64
-import json
-import os
-import signal
 import socket
 import subprocess
-import time
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from sluice.process import ServerState, stop_process
 from sluice.readiness import log_tail, wait_until
 
 
@@ -41,7 +38,7 @@ def port_open(port: int, host: str = "127.0.0.1") -> bool:
 
 
 @dataclass
-class Broker:
+class Broker(ServerState):
     """A broker's folder, ports and process. ``state.json`` in the folder remembers a running one."""
 
     home: Path
@@ -58,30 +55,6 @@ class Broker:
     @property
     def sasl_bootstrap_servers(self) -> str | None:
         return f"127.0.0.1:{self.sasl_port}" if self.sasl_port else None
-
-    @property
-    def state_file(self) -> Path:
-        return self.home / "state.json"
-
-    def running(self) -> bool:
-        if not self.pid:
-            return False
-        try:
-            os.kill(self.pid, 0)
-        except ProcessLookupError:
-            return False
-        return True
-
-    def save(self) -> None:
-        state = {k: v for k, v in asdict(self).items() if k != "home"}
-        self.state_file.write_text(json.dumps(state), encoding="utf-8")
-
-    @classmethod
-    def load(cls, home: Path) -> Broker | None:
-        state = home / "state.json"
-        if not state.is_file():
-            return None
-        return cls(home=home, **json.loads(state.read_text(encoding="utf-8")))
 
 
 def _properties(broker: Broker) -> str:
@@ -237,24 +210,7 @@ def create_topic(bootstrap: str, topic: str, partitions: int = 3) -> bool:
 def stop_broker(broker: Broker, timeout: float = 30.0, *, crash: bool = False) -> None:
     """Stop cleanly (SIGTERM: the broker flushes and closes its logs); SIGKILL after ``timeout``.
     ``crash=True`` kills it at once, as a machine failure would (it recovers its logs on restart)."""
-    if broker.running():
-        os.kill(broker.pid, signal.SIGKILL if crash else signal.SIGTERM)
-        deadline = time.monotonic() + timeout
-        while broker.running() and time.monotonic() < deadline:
-            _reap(broker.pid)
-            time.sleep(0.2)
-        if broker.running():
-            os.kill(broker.pid, signal.SIGKILL)
-        _reap(broker.pid)
+    stop_process(broker.pid, timeout, crash=crash)
     broker.pid = None
     if broker.home.is_dir():
         broker.save()
-
-
-def _reap(pid: int | None) -> None:
-    if not pid:
-        return
-    try:
-        os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        pass

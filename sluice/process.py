@@ -13,8 +13,11 @@ Linux ``/proc`` only; elsewhere the watch is off and ``kill_tree`` kills the one
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 import signal
+import time
 from pathlib import Path
 
 LAUNCHER_ENV = "SLUICE_LAUNCHER"
@@ -79,3 +82,93 @@ def kill_tree(pid: int, sig: int = signal.SIGKILL) -> list[int]:
         except ProcessLookupError:
             pass
     return tree
+
+
+# --- the project's local servers (the Kafka broker, the S3 server) ------------------------------------------
+
+def alive(pid: int | None) -> bool:
+    """Whether the process runs (a zombie, an exited child not yet reaped, has ended)."""
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return not Path("/proc").is_dir() or start_time(pid) is not None
+
+
+def stop_process(pid: int | None, timeout: float, *, crash: bool = False) -> None:
+    """Stop a server the project started in a session of its own: SIGTERM to its process group, children
+    included (SIGKILL at once with ``crash``, as a machine failure would), SIGKILL after ``timeout``; return
+    once the group (or the one process, if it leads none) is gone."""
+    if not alive(pid):
+        _reap(pid)
+        return
+    group = os.getpgid(pid) == pid
+
+    def send(sig: int) -> bool:
+        """Signal the group or the process; False when none of it is left."""
+        try:
+            os.killpg(pid, sig) if group else os.kill(pid, sig)
+        except ProcessLookupError:
+            return False
+        return True
+
+    def gone() -> bool:
+        _reap(pid)
+        return not alive(pid) and (not group or not send(0) or not _group_members(pid))
+
+    send(signal.SIGKILL if crash else signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while not gone() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    if not gone():
+        send(signal.SIGKILL)
+        while not gone() and time.monotonic() < deadline + 10:
+            time.sleep(0.1)
+
+
+def _group_members(pgid: int) -> list[int]:
+    """The live processes of a process group (zombies waiting for init to reap them have ended)."""
+    members = []
+    for entry in Path("/proc").iterdir() if Path("/proc").is_dir() else []:
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            if fields[0] != "Z" and int(fields[2]) == pgid:
+                members.append(int(entry.name))
+    return members
+
+
+def _reap(pid: int | None) -> None:
+    if not pid:
+        return
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
+
+
+class ServerState:
+    """What a dataclass of a local server with ``home`` and ``pid`` fields gets: ``home/state.json``
+    remembers it (ports, pid) between commands, :meth:`running` says whether it still runs."""
+
+    home: Path
+    pid: int | None
+
+    def running(self) -> bool:
+        return alive(self.pid)
+
+    def save(self) -> None:
+        state = {k: v for k, v in dataclasses.asdict(self).items() if k != "home"}
+        (self.home / "state.json").write_text(json.dumps(state), encoding="utf-8")
+
+    @classmethod
+    def load(cls, home: Path):
+        try:
+            state = json.loads((home / "state.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        return cls(home=home, **state)

@@ -21,14 +21,13 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import signal
 import subprocess
 import sys
-import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from sluice.kafka_broker import free_port, port_open
+from sluice.process import ServerState, stop_process
 from sluice.readiness import log_tail, wait_until
 
 SEAWEEDFS_MODULE = "github.com/seaweedfs/seaweedfs"
@@ -68,7 +67,7 @@ def built(var_dir: Path) -> bool:
 
 
 @dataclass
-class S3Server:
+class S3Server(ServerState):
     """A store's folder, ports, credentials and process. ``state.json`` remembers a running one."""
 
     home: Path
@@ -102,29 +101,6 @@ class S3Server:
         creds = self.credentials()
         return {"AWS_ENDPOINT_URL": self.endpoint, "AWS_ACCESS_KEY_ID": creds["access_key"],
                 "AWS_SECRET_ACCESS_KEY": creds["secret_key"], "AWS_REGION": REGION}
-
-    def running(self) -> bool:
-        if not self.pid:
-            return False
-        try:
-            os.kill(self.pid, 0)
-        except ProcessLookupError:
-            return False
-        # a zombie of ours, or a pid reused by another program, is not the server
-        try:
-            cmdline = Path(f"/proc/{self.pid}/cmdline").read_bytes()
-        except OSError:
-            return True
-        return b"weed" in cmdline and Path(f"/proc/{self.pid}/stat").read_text().split()[2] != "Z"
-
-    def save(self) -> None:
-        state = {k: v for k, v in asdict(self).items() if k != "home"}
-        (self.home / "state.json").write_text(json.dumps(state), encoding="utf-8")
-
-    @classmethod
-    def load(cls, home: Path) -> S3Server | None:
-        state = _read_json(home / "state.json")
-        return cls(home=home, **state) if state else None
 
 
 def build_command(var_dir: Path) -> str:
@@ -247,38 +223,10 @@ def stop_server(server: S3Server, timeout: float = 45.0, *, crash: bool = False)
     """Stop cleanly (SIGTERM: the server flushes its volumes and filer store, 10-25 s here); SIGKILL after
     ``timeout``. ``crash=True`` kills it at once, as a machine failure would. Returns once the process is
     gone, so a new server can take its ports and folder."""
-    if server.running():
-        sig = signal.SIGKILL if crash else signal.SIGTERM
-        os.killpg(server.pid, sig) if _own_group(server.pid) else os.kill(server.pid, sig)
-        deadline = time.monotonic() + timeout
-        while server.running() and time.monotonic() < deadline:
-            _reap(server.pid)
-            time.sleep(0.2)
-        if server.running():
-            os.kill(server.pid, signal.SIGKILL)
-            while server.running() and time.monotonic() < deadline + 10:
-                _reap(server.pid)
-                time.sleep(0.1)
-        _reap(server.pid)
+    stop_process(server.pid, timeout, crash=crash)
     server.pid = None
     if server.home.is_dir():
         server.save()
-
-
-def _own_group(pid: int) -> bool:
-    try:
-        return os.getpgid(pid) == pid
-    except ProcessLookupError:
-        return False
-
-
-def _reap(pid: int | None) -> None:
-    if not pid:
-        return
-    try:
-        os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        pass
 
 
 def _read_json(path: Path) -> dict | None:

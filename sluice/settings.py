@@ -92,23 +92,19 @@ class Settings(BaseModel):
 
     def spark_jars(self) -> list[Path]:
         """The jars handed to spark-submit: Delta and the Kafka connector, as fetched at set-up."""
-        folder = self.jars_dir / "spark"
-        jars = sorted(folder.glob("*.jar"))
-        if not any(j.name.startswith("delta-spark_") for j in jars):
-            raise FileNotFoundError(
-                f"Delta's jars are missing from {folder}: run `make jars` (Maven fetches them from the "
-                "pinned pom.xml) or point SLUICE_JARS at a folder that has spark/delta-spark_*.jar"
-            )
-        return jars
+        return self._fetched("spark", "delta-spark_", "Delta's jars")
 
     def object_store_jars(self) -> list[Path]:
         """Hadoop's S3A file system and the AWS SDK modules it uses (``s3a://`` paths), fetched at set-up."""
-        folder = self.jars_dir / "s3"
+        return self._fetched("s3", "hadoop-aws-", "Hadoop's S3A jars")
+
+    def _fetched(self, folder_name: str, marker: str, what: str) -> list[Path]:
+        folder = self.jars_dir / folder_name
         jars = sorted(folder.glob("*.jar"))
-        if not any(j.name.startswith("hadoop-aws-") for j in jars):
+        if not any(j.name.startswith(marker) for j in jars):
             raise FileNotFoundError(
-                f"Hadoop's S3A jars are missing from {folder}: run `make jars` (Maven fetches them from the "
-                "pinned pom.xml) or point SLUICE_JARS at a folder that has s3/hadoop-aws-*.jar"
+                f"{what} are missing from {folder}: run `make jars` (Maven fetches them from the pinned pom.xml) "
+                f"or point SLUICE_JARS at a folder that has {folder_name}/{marker}*.jar"
             )
         return jars
 

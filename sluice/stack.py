@@ -16,14 +16,13 @@ import json
 import os
 import pwd
 import shutil
-import signal
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from sluice.kafka_broker import port_open
+from sluice.process import alive, stop_process
 from sluice.readiness import http_answer, http_json, wait_until
 from sluice.settings import Settings
 
@@ -139,17 +138,7 @@ class Stack:
         self.state_file.write_text(json.dumps(state, indent=1), encoding="utf-8")
 
     def running(self, name: str) -> bool:
-        pid = self.state().get(name)
-        if not pid:
-            return False
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        try:  # a zombie is not running
-            return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
-        except OSError:
-            return True
+        return alive(self.state().get(name))
 
     def status(self) -> dict[str, bool]:
         return {name: self.running(name) for name in self.SERVICES}
@@ -292,7 +281,7 @@ class Stack:
                 continue
             pid = self.state().get(name)
             if pid and self.running(name):
-                _stop_group(pid, timeout)
+                stop_process(pid, timeout)
                 stopped.append(name)
             self._save(name, None)
         return stopped
@@ -302,26 +291,3 @@ def _check(cmd: list[str], what: str) -> None:
     done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0:
         raise StackError(f"{what} failed (exit {done.returncode}): {(done.stderr or done.stdout).strip()[-2000:]}")
-
-
-def _stop_group(pid: int, timeout: float) -> None:
-    """SIGTERM the process group a service leads (its children too), SIGKILL after ``timeout``."""
-    try:
-        os.killpg(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            os.killpg(pid, 0)
-        except ProcessLookupError:
-            return
-        try:
-            os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:
-            pass
-        time.sleep(0.3)
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
