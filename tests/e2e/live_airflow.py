@@ -15,7 +15,7 @@ from pathlib import Path
 
 from sluice.kafka_broker import free_port
 from sluice.readiness import http_json
-from tests.e2e.conftest import BIN
+from tests.e2e.conftest import BIN, wait_for
 
 
 def airflow(env: dict[str, str], *args: str, timeout: int = 300) -> subprocess.CompletedProcess:
@@ -112,6 +112,24 @@ class Api:
             if running:
                 return running[0]["id"]
             time.sleep(2)
+
+    def run_backfill(self, body: dict, what: str, timeout: float, log: Path) -> dict:
+        """Create a backfill (``create_backfill``) and wait until it is complete; returns it as listed. On SQLite
+        Airflow can roll a backfill back after answering with its id (a lock while it makes the runs, a failed
+        commit): one that is no longer listed is posted again, as the dialog's user would."""
+        state = {"id": self.create_backfill(body)}
+
+        def completed() -> dict | None:
+            listed = self.poll(f"/api/v2/backfills?dag_id={body['dag_id']}&limit=100")
+            if listed is None:  # a busy server's answer: ask again
+                return None
+            found = {b["id"]: b for b in listed.get("backfills", [])}.get(state["id"])
+            if found is None:
+                state["id"] = self.create_backfill(body)
+                return None
+            return found if found.get("completed_at") else None
+
+        return wait_for(what, completed, timeout, log, every=3)
 
     def get(self, path: str) -> dict:
         return self._call("GET", path)

@@ -107,9 +107,7 @@ def test_an_airflow_backfill_upstream_is_rebuilt_down_the_chain_by_asset_trigger
         # the dialog asks the dry-run endpoint which runs it would create, then posts the backfill
         planned = api.post("/api/v2/backfills/dry_run", body)
         assert sorted(r["logical_date"][:10] for r in planned["backfills"]) == ["2026-11-01", "2026-11-02"], planned
-        backfill_id = api.create_backfill(body)
-        wait_for(f"the {attempt} backfill to complete",
-                 lambda: (api.poll(f"/api/v2/backfills/{backfill_id}") or {}).get("completed_at"), 900, log, every=3)
+        api.run_backfill(body, f"the {attempt} backfill to complete", 900, log)
         runs = wait_for(f"silver and gold to follow the {attempt} backfill", lambda: settled(FIXED_GOLD, before),
                         900, log, every=10)
         new = {dag: [run for run in found if run["dag_run_id"] not in before[dag]] for dag, found in runs.items()}
