@@ -102,7 +102,7 @@ demo: install
 test: install s3-server
 	$(BIN)/python -m pytest
 
-bench: install
+bench: install s3-server
 	$(BIN)/python bench/run_bench.py
 
 # Kill runs at random moments, 50 rounds per pipeline (files, Kafka, MERGE); 0 lost / 0 duplicated or exit 1.

@@ -16,6 +16,9 @@ Cases so far (the numbering follows the performance issue):
   P5  Airflow overhead: `airflow dags test` task wall - the spark-submit it ran (no new data)  goal <= 5 s
       and the DAG folder's parse time with 50 specs                                            < 0.5 s/spec
   P6  MERGE sink rows/s, 10% updates into a 1M-row table: `sluice run` / a plain batch MERGE   goal >= 0.85
+  P7  P1's files -> Delta rows/s with the table, checkpoint and ledger on the local S3 server
+      (SeaweedFS) / on local disk, both `sluice run`                                           goal >= 0.80
+      and a run that finds no new data: on the S3 server / on local disk (wall)                  goal <= 1.50
 
 BENCH_SCALE (default 1.0) scales the data: 1.0 = 2M JSON rows in 200 files, 500k Kafka records.
 """
@@ -64,25 +67,26 @@ def env_for(lake: Path) -> dict[str, str]:
     }
 
 
-def run_sluice(target: str | Path, lake: Path) -> tuple[dict, float]:
-    """`sluice run TARGET` (a spec file or a pipeline name) on the lake folder: its summary and wall time."""
+def run_sluice(target: str | Path, lake: Path, extra_env: dict[str, str] | None = None) -> tuple[dict, float]:
+    """`sluice run TARGET` (a spec file or a pipeline name) on the lake folder (``extra_env`` over its
+    settings: e.g. roots in a bucket): its summary and wall time."""
     started = time.perf_counter()
     done = subprocess.run([str(BIN / "sluice"), "run", str(target)], capture_output=True, text=True,
-                          env=env_for(lake))
+                          env={**env_for(lake), **(extra_env or {})})
     wall = round(time.perf_counter() - started, 3)
     if done.returncode != 0:
         raise RuntimeError(f"sluice run {target} failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1]), wall
 
 
-def sluice_run(spec: dict, lake: Path) -> dict:
+def sluice_run(spec: dict, lake: Path, extra_env: dict[str, str] | None = None) -> dict:
     """A fresh pipeline (new table, new checkpoint) run once through `sluice run`; its summary and wall time."""
     shutil.rmtree(lake, ignore_errors=True)
     (lake / "pipelines").mkdir(parents=True)
     (lake / "lake").mkdir()
     path = lake / "pipelines" / f"{spec['name']}.yaml"
     path.write_text(json.dumps(spec), encoding="utf-8")  # JSON is YAML
-    summary, wall = run_sluice(path, lake)
+    summary, wall = run_sluice(path, lake, extra_env)
     return {"rows": summary["output_rows"], "seconds": summary["duration_s"], "wall": wall}
 
 
@@ -486,6 +490,50 @@ def case_p6() -> dict:
     return measure("P6", sluice_side, plain_side)
 
 
+# --- P7: object storage -----------------------------------------------------------------------------
+
+def case_p7() -> dict:
+    """P1's files into a fresh pipeline whose table, checkpoint and ledger are in a bucket of the local S3
+    server, against the same pipeline on local disk (the source files are local for both: the figure is what
+    the store costs the writes and the checkpoint); then a run that finds nothing new, on each."""
+    from sluice.kafka_broker import free_port
+    from sluice.s3_server import create_bucket, start_server, stop_server
+
+    files, per_file = max(2, int(200 * SCALE)), 10_000
+    source = WORK / "data" / f"p1-{files}x{per_file}"
+    rows = json_files(source, files, per_file)
+    spec = {"name": "bench_p7", "source": {"format": "json", "path": str(source), "schema": ORDERS_SCHEMA}}
+    home = WORK / "p7-s3"
+    shutil.rmtree(home, ignore_errors=True)
+    server = start_server(home, load_settings().var_dir, port=free_port())
+    try:
+        create_bucket(server, "bench")
+        rounds = iter(range(1000))
+
+        def on_s3() -> dict:
+            prefix = f"s3a://bench/round-{next(rounds)}"
+            store = {**server.env(), "SLUICE_LAKE_ROOT": f"{prefix}/lake",
+                     "SLUICE_CHECKPOINT_ROOT": f"{prefix}/checkpoints"}
+            return {**sluice_run(spec, WORK / "p7-s3-run", store), "env": store}
+
+        log(f"P7: {rows} rows of JSON in {files} files, table and checkpoint in a bucket / on local disk")
+        result = measure("P7", on_s3, lambda: sluice_run(spec, WORK / "p7-local"))
+        # no new data: the last round's pipelines again, each REPEATS times
+        store = result["sluice"][-1].pop("env")
+        for r in result["sluice"]:
+            r.pop("env", None)
+        path = WORK / "p7-s3-run" / "pipelines" / "bench_p7.yaml"
+        local_path = WORK / "p7-local" / "pipelines" / "bench_p7.yaml"
+        s3_walls = [run_sluice(path, WORK / "p7-s3-run", store)[1] for _ in range(REPEATS)]
+        local_walls = [run_sluice(local_path, WORK / "p7-local")[1] for _ in range(REPEATS)]
+    finally:
+        stop_server(server, crash=True)
+    nodata = statistics.median(s3_walls) / statistics.median(local_walls)
+    return {**result, "sluice_figure": f"{result['sluice_rows_per_s']:,} rows/s (S3); no data {statistics.median(s3_walls):.1f} s",
+            "plain_figure": f"{result['plain_rows_per_s']:,} rows/s (disk); no data {statistics.median(local_walls):.1f} s",
+            "nodata_ratio": round(nodata, 3), "nodata_s3_walls": s3_walls, "nodata_local_walls": local_walls}
+
+
 # id: (what, goal, "min" = the ratio must be at least the goal / "max" = at most, the case)
 CASES = {
     "P1": ("file -> Delta rows/s, sluice run / plain batch", 0.90, "min", case_p1),
@@ -496,6 +544,8 @@ CASES = {
     # the goal is on seconds, not the ratio: task - spark-submit <= 5 s, and parse < 0.5 s per spec
     "P5": ("Airflow task wall / the spark-submit it ran (no new data); DAG parse with 50 specs", 5.0, "seconds", case_p5),
     "P6": ("MERGE sink, 10% updates rows/s, sluice run / plain batch MERGE", 0.85, "min", case_p6),
+    # also: a run that finds no new data, S3 / disk wall <= 1.5 (nodata_ratio)
+    "P7": ("file -> Delta rows/s, table + checkpoint on the local S3 server / on local disk", 0.80, "min", case_p7),
 }
 
 
@@ -506,6 +556,8 @@ def goal_met(case: str, result: dict) -> bool:
     met = result["ratio"] >= goal if direction == "min" else result["ratio"] <= goal
     if case == "P2":
         met = met and result["query_s"] < 1.0
+    if case == "P7":
+        met = met and result["nodata_ratio"] <= 1.5
     return met
 
 
@@ -538,6 +590,8 @@ def write_results(measured: dict) -> None:
 def goal_text(case: str, result: dict, sign: str | None) -> str:
     if sign is None:  # P5: seconds
         return f"+≤ {result['goal']:.0f} s, < 0.5 s/spec"
+    if case == "P7":
+        return f"{sign} {result['goal']:.2f}; no data ≤ 1.50 (now {result['nodata_ratio']:.2f})"
     return f"{sign} {result['goal']:.2f}"
 
 

@@ -102,7 +102,7 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     run_id = "cli__" + datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S") + f"_{os.getpid()}"
     job = JobRequest(spec_path=str(spec_path), run_id=run_id, run=request)
     # a real run holds the pipeline's lock from before spark-submit to its end: a second run is refused at once
-    lock = lock_for(job, spec.name, settings.checkpoint_root)
+    lock = lock_for(job, spec.name, settings)
     # kafka_secret_env reads Airflow only for a spec that names a Kafka connection
     return _launch(job, spec, settings, lock, secret_env=kafka_secret_env(spec),
                    airflow_free=not getattr(spec.source, "connection", None))
@@ -121,7 +121,7 @@ def cmd_maintain(args: argparse.Namespace, settings: Settings) -> int:
 
     run_id = "cli_maintain__" + datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S") + f"_{os.getpid()}"
     job = maintain_job(spec_path=str(spec_path), run_id=run_id, dry_run=args.dry_run)
-    lock = lock_for(job, spec.name, settings.checkpoint_root, wait_seconds=args.wait)
+    lock = lock_for(job, spec.name, settings, wait_seconds=args.wait)
     return _launch(job, spec, settings, lock)
 
 
@@ -228,6 +228,7 @@ def cmd_kafka(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_s3(args: argparse.Namespace, settings: Settings) -> int:
     """The project's local S3-compatible object store (SeaweedFS, 127.0.0.1:SLUICE_S3_PORT), data in var/s3."""
+    from sluice.object_store import ObjectStore
     from sluice.s3_server import S3Server, create_bucket, start_server, stop_server
 
     server = S3Server.load(settings.s3_home)
@@ -256,9 +257,13 @@ def cmd_s3(args: argparse.Namespace, settings: Settings) -> int:
     elif args.action == "create-bucket":
         if not args.bucket:
             raise RuntimeError("sluice s3 create-bucket BUCKET: name the bucket")
-        if not running:
-            raise RuntimeError("the local S3 server is not running: start it with `make s3-up`")
-        created = create_bucket(server, args.bucket)
+        if running:
+            created = create_bucket(server, args.bucket)
+        elif ObjectStore.from_env().configured:  # another store, as the AWS variables name it (docker-compose)
+            created = ObjectStore.from_env().create_bucket(args.bucket)
+        else:
+            raise RuntimeError("the local S3 server is not running: start it with `make s3-up` (or set "
+                               "AWS_ENDPOINT_URL and the credentials to create the bucket in another store)")
         print(f"s3: bucket {args.bucket} {'created' if created else 'exists'}")
     return 0
 

@@ -3,10 +3,8 @@ from the commit's checksum file, each commit's actions and ``commitInfo``. The S
 Spark job (seconds on a cold JVM); ``sluice validate`` to show the schema change a spec would make, without a
 JVM; a downstream pipeline to find the upstream commits that changed rows.
 
-Read through :class:`sluice.storage.Storage`, the file-system layer the checkpoint is read through. One gate,
-:meth:`DeltaLog.open`, decides which tables are read this way: for now those on local disk. A table on an
-object store is asked of Delta through Spark, as before: Arrow's S3 layer needs the store's endpoint and
-credentials (without them it asks AWS for the bucket's region), which sluice hands over with object storage.
+Read through :class:`sluice.storage.Storage`, the file-system layer the checkpoint is read through: local disk or
+an object store (its endpoint and credentials from :mod:`sluice.object_store`).
 """
 
 from __future__ import annotations
@@ -14,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from sluice.storage import Storage, is_local_uri
+from sluice.storage import Storage
 
 LOG = "_delta_log"
 
@@ -27,9 +25,7 @@ class DeltaLog:
 
     @classmethod
     def open(cls, table: str) -> DeltaLog | None:
-        """The table's log, or None: no ``_delta_log`` there, or a table not read this way (see the module)."""
-        if not is_local_uri(table):
-            return None
+        """The table's log, or None when there is no ``_delta_log`` there."""
         storage = Storage(table)
         return cls(table, storage) if storage.is_dir(LOG) else None
 

@@ -21,12 +21,13 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from sluice.contract import JobRequest, Summary
 from sluice.lock import PipelineBusy, maintenance_lock, run_lock
+from sluice.object_store import ObjectStoreError, check_reachable
 from sluice.process import kill_tree
+from sluice.settings import Settings
 from sluice.submit import SubmitPlan, spark_submit_command
 
 
@@ -40,15 +41,17 @@ class JobFailed(RuntimeError):
         self.cause = cause
 
 
-def lock_for(job: JobRequest, pipeline: str, checkpoint_root: Path, *, wait_seconds: float = 0):
+def lock_for(job: JobRequest, pipeline: str, settings: Settings, *, wait_seconds: float = 0):
     """The lock a launcher holds around a job's spark-submit (:mod:`sluice.lock`): none for a dry run (it
     changes neither checkpoint nor table); a run's, refused at once if the pipeline is busy (a backfill waits
     for it); maintenance's, waited for up to ``wait_seconds`` (a running run finishes first)."""
     if job.dry_run:
         return contextlib.nullcontext()
+    root, lease = settings.checkpoint_root, settings.lock_lease_seconds
     if job.kind == "maintain":
-        return maintenance_lock(checkpoint_root, pipeline, job.holder(), wait_seconds)
-    return run_lock(checkpoint_root, pipeline, job.holder(), dry_run=False, backfill=job.backfill is not None)
+        return maintenance_lock(root, pipeline, job.holder(), wait_seconds, lease_seconds=lease)
+    return run_lock(root, pipeline, job.holder(), dry_run=False, backfill=job.backfill is not None,
+                    lease_seconds=lease)
 
 
 def launch(plan: SubmitPlan, lock: Any, submit: Callable[[SubmitPlan], None]) -> Summary:
@@ -56,6 +59,7 @@ def launch(plan: SubmitPlan, lock: Any, submit: Callable[[SubmitPlan], None]) ->
     that succeeded, with its ``phases_s.spark_submit`` (the whole spark-submit, seen from here)."""
     what, name = plan.what, plan.pipeline
     try:
+        check_reachable(plan.object_store_uris)  # a missing bucket, wrong credentials: said before anything starts
         with lock:
             started = time.monotonic()
             try:
@@ -67,8 +71,8 @@ def launch(plan: SubmitPlan, lock: Any, submit: Callable[[SubmitPlan], None]) ->
                     raise JobFailed(f"{what} of {name} failed: {summary.error}", summary, err) from err
                 raise JobFailed(f"spark-submit failed before the {what} summary was written: {err}", summary,
                                 err) from err
-    except PipelineBusy as busy:
-        raise JobFailed(str(busy)) from None
+    except (PipelineBusy, ObjectStoreError) as refused:
+        raise JobFailed(str(refused)) from None
     summary = plan.read_summary()
     if summary is None:
         raise JobFailed(f"{what} of {name} wrote no {'run ' if what == 'run' else ''}summary; see the Spark output "

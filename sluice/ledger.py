@@ -19,6 +19,8 @@ import json
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from sluice.object_store import delta_rs_location
+
 if TYPE_CHECKING:
     from sluice.contract import Summary
 
@@ -176,17 +178,20 @@ def append_run(ledger: str, summary: Summary, attempts: int = 5) -> int:
     from deltalake.exceptions import CommitFailedError, DeltaError
 
     row = pa.Table.from_pylist([ledger_row(summary)], schema=arrow_schema())
+    # on an object store every commit is a conditional put (sluice.object_store): no append is lost
+    ledger, options = delta_rs_location(ledger)
     for attempt in range(attempts):
         try:
             # schema_mode merge: a ledger written by an older sluice gains the new columns
             write_deltalake(ledger, row, mode="append", schema_mode="merge", name="sluice run ledger",
-                            description="one row per sluice run: sluice status, docs/operations.md")
+                            description="one row per sluice run: sluice status, docs/operations.md",
+                            storage_options=options)
             break
         except (CommitFailedError, DeltaError):
             # two first runs created the table at the same moment: the loser appends to the winner's table
             if attempt == attempts - 1:
                 raise
-    table = DeltaTable(ledger)
+    table = DeltaTable(ledger, storage_options=options)
     version = table.version()
     if version > 0 and version % COMPACT_EVERY == 0:
         try:
@@ -205,11 +210,12 @@ def latest_runs(ledger: str, pipeline: str, limit: int = 10) -> list[dict[str, A
 
     from deltalake import DeltaTable, QueryBuilder
 
-    if not DeltaTable.is_deltatable(ledger):
+    ledger, options = delta_rs_location(ledger)
+    if not DeltaTable.is_deltatable(ledger, storage_options=options):
         return []
     if not re.fullmatch(r"[a-z][a-z0-9_]*", pipeline):  # the spec's name pattern: safe inside the SQL below
         raise ValueError(f"not a pipeline name: {pipeline!r}")
-    table = DeltaTable(ledger)
+    table = DeltaTable(ledger, storage_options=options)
     have = {f.name for f in table.schema().fields}
     columns = [f.name for f in arrow_schema() if f.name not in ("summary", "micro_batches") and f.name in have]
     selected = ", ".join(f'"{c}"' for c in columns)

@@ -9,7 +9,9 @@ env                        meaning                                     default
 ``SLUICE_HOME``            the project folder                          the folder holding this package
 ``SLUICE_PIPELINES``       folder of pipeline specs (``*.yaml``)       ``$SLUICE_HOME/include/pipelines``
 ``SLUICE_LAKE_ROOT``       relative source/sink paths start here       ``$SLUICE_HOME/var/lake``
+                           (a folder, or ``s3a://bucket/lake``)
 ``SLUICE_CHECKPOINT_ROOT`` one checkpoint per pipeline under here      ``$SLUICE_HOME/var/checkpoints``
+                           (a folder, or ``s3a://bucket/checkpoints``)
 ``SLUICE_LEDGER``          the run ledger (a Delta table)              ``$SLUICE_LAKE_ROOT/_sluice/ledger``
 ``SLUICE_JARS``            folder of fetched jars (``make jars``)      ``$SLUICE_HOME/var/jars``
 ``SLUICE_AIRFLOW_HOME``    AIRFLOW_HOME of ``sluice airflow``          ``$SLUICE_HOME/var/airflow``
@@ -24,6 +26,9 @@ env                        meaning                                     default
 ``SLUICE_MAINTENANCE_SCHEDULE``  the maintenance DAG's schedule       ``@daily`` (``none``: manual runs only)
 ``SLUICE_STACK_HOME``      where ``make stack`` keeps its processes    ``$SLUICE_HOME/var/stack``
 ``SLUICE_STACK_<X>_PORT``  a port of ``make stack`` (e.g. ``API``)     see ``sluice.stack.Ports``
+``SLUICE_LOCK_LEASE_SECONDS`` the lease of a lock in an object store  ``60``
+``SLUICE_AWS_CONN_ID``     an Airflow ``aws`` connection for object    none: the AWS variables
+                           storage (tasks)
 =========================  ==========================================  =====================================
 
 This is the one place a ``SLUICE_*`` variable is read (a test holds it): the rest of sluice is handed the
@@ -50,12 +55,14 @@ class Settings(BaseModel):
     """The project folder (set-up puts ``.venv`` and ``var/`` here)."""
     pipelines_dir: Path
     """Where the DAG factory looks for ``*.yaml`` specs."""
-    lake_root: Path
-    """Relative ``source.path`` / ``sink.path`` values are resolved against this."""
-    checkpoint_root: Path
-    """A pipeline without ``checkpoint:`` keeps its checkpoint at ``<checkpoint_root>/<name>``."""
-    ledger_path: Path
-    """The run ledger, a Delta table with one row per run (``sluice status``)."""
+    lake_root: Path | str
+    """Relative ``source.path`` / ``sink.path`` values are resolved against this. A local folder is a
+    ``Path``; an object store location its URI (``s3a://bucket/lake``), a ``str``: join with :func:`under`."""
+    checkpoint_root: Path | str
+    """A pipeline without ``checkpoint:`` keeps its checkpoint at ``<checkpoint_root>/<name>`` (a ``Path``, or
+    an object store URI as ``lake_root``)."""
+    ledger_path: Path | str
+    """The run ledger, a Delta table with one row per run (``sluice status``); a ``Path`` or a URI."""
     jars_dir: Path
     """Holds ``spark/`` (Delta, Kafka connector), ``kafka/`` (the broker) and ``s3/`` (Hadoop's S3A), fetched by
     ``make jars``."""
@@ -77,6 +84,17 @@ class Settings(BaseModel):
     """Where ``make stack`` keeps its processes' data and logs (None: ``var/stack``)."""
     stack_ports: dict[str, int] = {}
     """Ports of ``make stack`` set by ``SLUICE_STACK_<NAME>_PORT``, by lower-case name."""
+    aws_conn_id: str | None = None
+    """An Airflow connection (the Amazon provider's ``aws`` type) whose credentials and endpoint the tasks use
+    for object storage; None: the AWS variables of the environment."""
+    lock_lease_seconds: float = 60.0
+    """On object storage, the pipeline lock is a lease its holder renews (:class:`sluice.lock.LeaseLock`): a holder that
+    died blocks the next run at most this long."""
+
+    @property
+    def on_object_store(self) -> bool:
+        """Whether anything sluice keeps for itself (tables, checkpoints, ledger) is on an object store."""
+        return any("://" in str(p) for p in (self.lake_root, self.checkpoint_root, self.ledger_path))
 
     @property
     def var_dir(self) -> Path:
@@ -117,14 +135,21 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         value = env.get(key)
         return Path(value).expanduser().resolve() if value else default
 
-    lake_root = folder("SLUICE_LAKE_ROOT", home / "var" / "lake")
+    def location(key: str, default: Path | str) -> Path | str:
+        """A folder, or an object store URI kept as it is (``s3a://bucket/lake``)."""
+        value = env.get(key)
+        if not value:
+            return default
+        return value.rstrip("/") if "://" in value else Path(value).expanduser().resolve()
+
+    lake_root = location("SLUICE_LAKE_ROOT", home / "var" / "lake")
     schedule = env.get("SLUICE_MAINTENANCE_SCHEDULE", "@daily")
     return Settings(
         home=home,
         pipelines_dir=folder("SLUICE_PIPELINES", home / "include" / "pipelines"),
         lake_root=lake_root,
-        ledger_path=folder("SLUICE_LEDGER", lake_root / "_sluice" / "ledger"),
-        checkpoint_root=folder("SLUICE_CHECKPOINT_ROOT", home / "var" / "checkpoints"),
+        ledger_path=location("SLUICE_LEDGER", under(lake_root, "_sluice", "ledger")),
+        checkpoint_root=location("SLUICE_CHECKPOINT_ROOT", home / "var" / "checkpoints"),
         jars_dir=folder("SLUICE_JARS", home / "var" / "jars"),
         airflow_home=folder("SLUICE_AIRFLOW_HOME", home / "var" / "airflow"),
         kafka_port=int(env.get("SLUICE_KAFKA_PORT") or 9092),
@@ -136,4 +161,13 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         stack_home=folder("SLUICE_STACK_HOME", home / "var" / "stack"),
         stack_ports={key[len("SLUICE_STACK_"):-len("_PORT")].lower(): int(value) for key, value in env.items()
                      if key.startswith("SLUICE_STACK_") and key.endswith("_PORT") and value},
+        lock_lease_seconds=float(env.get("SLUICE_LOCK_LEASE_SECONDS") or 60),
+        aws_conn_id=env.get("SLUICE_AWS_CONN_ID") or None,
     )
+
+
+def under(root: Path | str, *parts: str) -> Path | str:
+    """``root`` joined with ``parts``: a ``Path`` under a folder, a URI under a URI."""
+    if isinstance(root, Path):
+        return root.joinpath(*parts)
+    return "/".join([root.rstrip("/"), *(p.strip("/") for p in parts)])

@@ -57,15 +57,12 @@ def s3a_conf(env: Mapping[str, str], settings: Settings) -> dict[str, str]:
     Credentials are no setting: S3A's default chain reads ``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``
     from the driver's environment, so no secret goes on a command line, into the Spark UI's environment page
     or into a log."""
-    conf = {"fs.s3a.buffer.dir": str(settings.var_dir / "tmp" / "s3a")}
-    endpoint = env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL")
-    if endpoint:
-        conf["fs.s3a.endpoint"] = endpoint
-        conf["fs.s3a.path.style.access"] = "true"
-        conf["fs.s3a.connection.ssl.enabled"] = "true" if endpoint.startswith("https:") else "false"
-    region = env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION")
-    if region:
-        conf["fs.s3a.endpoint.region"] = region
+    from sluice.object_store import ObjectStore
+
+    conf = {"fs.s3a.buffer.dir": str(settings.var_dir / "tmp" / "s3a"), **ObjectStore.from_env(env).s3a_conf(),
+            # a store that does not answer fails the run within about a minute, not after S3A's long retries
+            "fs.s3a.attempts.maximum": "3", "fs.s3a.retry.limit": "3", "fs.s3a.connection.timeout": "20s",
+            "fs.s3a.connection.establish.timeout": "10s"}
     return {f"spark.hadoop.{key}": value for key, value in conf.items()}
 
 

@@ -12,6 +12,7 @@ json, csv, parquet, text``.
 from __future__ import annotations
 
 import json
+import posixpath
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -687,11 +688,15 @@ def _truthy(value: OptionValue | None) -> bool:
     return str(value).strip().lower() == "true"
 
 
-def _resolve(path: str, root: Path) -> str:
-    candidate = Path(path).expanduser()
+def _resolve(path: str, root: Path | str) -> str:
     if "://" in path:  # a URI (s3a://, abfss://, file://): used as it is
         return path
-    return str(candidate if candidate.is_absolute() else (root / candidate).resolve())
+    candidate = Path(path).expanduser()
+    if candidate.is_absolute():
+        return str(candidate)
+    if not isinstance(root, Path):  # a root on an object store: the path is a key under it
+        return posixpath.join(root.rstrip("/"), posixpath.normpath(path))
+    return str((root / candidate).resolve())
 
 
 # --- loading -------------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from urllib.parse import unquote
 
 from pyarrow import fs as pafs
 
-OBJECT_STORE_SCHEMES = ("s3a://", "s3n://", "s3://")
+from sluice.object_store import OBJECT_STORE_SCHEMES, ObjectStore, bucket_and_key
 
 
 @dataclass(frozen=True)
@@ -42,10 +42,10 @@ def local_path(uri: str) -> str | None:
 
 
 def _resolve(uri: str) -> tuple[pafs.FileSystem, str]:
-    for scheme in OBJECT_STORE_SCHEMES:
-        if uri.startswith(scheme):
-            # Hadoop's s3a:// is the S3 API: Arrow names it s3://
-            return pafs.FileSystem.from_uri("s3://" + uri[len(scheme):])
+    if uri.startswith(OBJECT_STORE_SCHEMES):
+        # Hadoop's s3a:// is the S3 API: the store's endpoint and credentials from the AWS variables
+        bucket, key = bucket_and_key(uri)
+        return ObjectStore.from_env().arrow(), f"{bucket}/{key}".rstrip("/")
     if uri.startswith("file:"):
         path = uri[5:]
         if path.startswith("//"):
@@ -146,6 +146,14 @@ class Storage:
     def delete_dir(self, *parts: str | int) -> None:
         if self.is_dir(*parts):
             self.fs.delete_dir(self.path(*parts))
+
+    def copy_to(self, target: Storage) -> bool:
+        """Copy every file under this root to ``target``'s root (another folder or store); False when there is
+        nothing here."""
+        if not self.is_dir():
+            return False
+        pafs.copy_files(self.root, target.root, source_filesystem=self.fs, destination_filesystem=target.fs)
+        return True
 
     def move(self, source: str, target: str) -> None:
         """Move a file or folder within this storage (paths relative to the root)."""

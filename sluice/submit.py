@@ -16,9 +16,15 @@ from pathlib import Path
 from typing import Any
 
 from sluice.contract import JobRequest, Summary
+from sluice.object_store import is_object_store_uri
 from sluice.process import LAUNCHER_ENV, launcher_token
 from sluice.settings import Settings
-from sluice.spark_conf import default_spark_conf, driver_java_options, option_text
+from sluice.spark_conf import (
+    default_spark_conf,
+    driver_java_options,
+    option_text,
+    s3a_conf,
+)
 from sluice.spec import PipelineSpec
 
 
@@ -47,6 +53,8 @@ class SubmitPlan:
     env_vars: dict[str, str] = field(default_factory=dict)
     job: JobRequest | None = None
     pipeline: str = ""
+    object_store_uris: list[str] = field(default_factory=list)
+    """The object store locations the job uses: the launcher checks they answer before it starts anything."""
 
     @property
     def what(self) -> str:
@@ -84,6 +92,8 @@ def build_plan(job: JobRequest, spec: PipelineSpec, settings: Settings, *, workd
     job = job.model_copy(update={"spec_path": str(Path(job.spec_path).resolve()),
                                  "summary_file": str(Path(workdir) / "summary.json")})
     request_file = job.write(Path(workdir) / "request.json")
+    stores = object_store_uris(spec, settings)
+    on_store = bool(stores)
     if job.kind == "maintain":
         name = f"sluice-maintain-{spec.name}{'-dry-run' if job.dry_run else ''}"
     else:
@@ -91,15 +101,26 @@ def build_plan(job: JobRequest, spec: PipelineSpec, settings: Settings, *, workd
     return SubmitPlan(
         application=application(job.kind),
         application_args=["--request", str(request_file)],
-        conf=_conf(spec, settings),
-        jars=",".join(str(j) for j in settings.spark_jars()),
+        conf={**_conf(spec, settings), **(s3a_conf(os.environ, settings) if on_store else {})},
+        jars=",".join(str(j) for j in [*settings.spark_jars(), *(settings.object_store_jars() if on_store else [])]),
         name=name,
         conn_id=settings.spark_conn_id,
         # the driver stops itself if this process (the launcher) is killed: no orphan writer
         env_vars={**spark_env(settings), LAUNCHER_ENV: launcher_token(), **(secret_env or {})},
         job=job,
         pipeline=spec.name,
+        object_store_uris=stores,
     )
+
+
+def object_store_uris(spec: PipelineSpec, settings: Settings) -> list[str]:
+    """The object store locations a job reads or writes (its driver then gets Hadoop's S3A jars and
+    settings); empty when everything is on local disk."""
+    places = [spec.sink_path(settings), spec.checkpoint_path(settings), spec.quarantine_table_path(settings),
+              str(settings.checkpoint_root), str(settings.ledger_path)]
+    if getattr(spec.source, "path", None):
+        places.append(spec.source_path(settings))
+    return sorted({p for p in places if is_object_store_uri(p)})
 
 
 def _conf(spec: PipelineSpec, settings: Settings) -> dict[str, str]:

@@ -31,6 +31,7 @@ from sluice.checkpoint import Checkpoint
 from sluice.run_request import BackfillSlice
 from sluice.settings import Settings
 from sluice.spec import DeltaSource, FileSource, KafkaSource, PipelineSpec
+from sluice.storage import Storage
 from spark_jobs import guards
 from spark_jobs.errors import describe_error
 from spark_jobs.run import Run
@@ -76,8 +77,8 @@ def slice_folders(spec: PipelineSpec, settings: Settings, slice_: BackfillSlice)
     folders = []
     for day in slice_.days():
         relative = spec.backfill.path_for(day)
-        folders.append(str(Path(spec.model_copy(update={"source": spec.source.model_copy(
-            update={"path": relative})}).source_path(settings))))
+        folders.append(spec.model_copy(update={"source": spec.source.model_copy(
+            update={"path": relative})}).source_path(settings))
     return folders
 
 
@@ -86,7 +87,7 @@ def slice_files(spec: PipelineSpec, settings: Settings, checkpoint: str, last_ba
     """The committed files under the slice's folders (as the checkpoint names them), and the folders
     that do not exist."""
     folders = slice_folders(spec, settings, slice_)
-    missing = [f for f in folders if not Path(f).is_dir()]
+    missing = [f for f in folders if not Storage(f).is_dir()]
     prefixes = [_local(f).rstrip("/") + "/" for f in folders]
     committed = [entry["path"] for entry in Checkpoint(checkpoint).source_log(through=last_batch)]
     files = [f for f in committed if any(_local(f).startswith(p) for p in prefixes)]

@@ -41,6 +41,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
 from sluice.checkpoint import QUARANTINE_PENDING, Checkpoint
+from sluice.lock import check_held
 from sluice.spec import RESCUED_COLUMN, FileSource, PipelineSpec
 from spark_jobs import checkpoint_files
 from spark_jobs.records import BAD, ORIGIN, RAW, good_rows
@@ -318,6 +319,7 @@ class BatchWriter:
 
                 spark = self._spark
                 if DeltaTable.isDeltaTable(spark, self.target.quarantine):
+                    check_held()
                     DeltaTable.forPath(spark, self.target.quarantine).delete(slice_rows)
                 return
             write_rows(_union(parts), self.target.quarantine, Commit(

@@ -9,6 +9,7 @@ from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 
 from sluice.delta_log import DeltaLog, log_state
+from sluice.object_store import delta_rs_location
 from sluice.storage import local_path
 
 
@@ -89,13 +90,14 @@ def commits_since(
 
 def txn_version(path: str, app_id: str) -> int | None:
     """The latest ``txnVersion`` the table committed for ``app_id`` (the idempotent writes' id), read with
-    delta-rs from a table on local disk; None if there is none or it cannot be read that way."""
+    delta-rs (on local disk or an object store); None if there is none or it cannot be read that way."""
     if DeltaLog.open(path) is None:
         return None
     try:
         from deltalake import DeltaTable as RustDeltaTable
 
-        return RustDeltaTable(local_path(path)).transaction_version(app_id)
+        location, options = delta_rs_location(local_path(path) or path)
+        return RustDeltaTable(location, storage_options=options).transaction_version(app_id)
     except Exception:  # noqa: BLE001 - an optimisation only: without it the replay is read, and Delta skips its write
         return None
 

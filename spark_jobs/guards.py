@@ -26,6 +26,7 @@ from pyspark.sql.types import StructField, StructType
 
 from sluice.checkpoint import Checkpoint
 from sluice.delta_log import DeltaLog, log_state
+from sluice.lock import check_held
 from sluice.schema_change import SchemaChange, refusal_message
 from sluice.settings import Settings
 from sluice.spec import RESCUED_COLUMN, KafkaSource, PipelineSpec, stateful_sql
@@ -145,6 +146,7 @@ def create_table(
         writer = writer.option("overwriteSchema", "true")
         if spec.sink.partition_by:
             writer = writer.partitionBy(*spec.sink.partition_by)
+        check_held()
         writer.save(path)
         set_identity(spark, path, spec, cp_id)
         return
@@ -157,6 +159,7 @@ def create_table(
     if spec.sink.partition_by:
         builder = builder.partitionedBy(*spec.sink.partition_by)
     builder = builder.property(PIPELINE_PROPERTY, spec.name).property(CHECKPOINT_PROPERTY, cp_id)
+    check_held()
     builder.execute()
 
 
@@ -216,6 +219,7 @@ def refuse_foreign_table(spec: PipelineSpec, table: str, state: dict[str, Any] |
 def empty_quarantine(spark: SparkSession, path: str) -> None:
     """A reset re-reads the whole source: the bad records it meets again replace those set aside before."""
     if table_state(spark, path) is not None:
+        check_held()
         DeltaTable.forPath(spark, path).delete()
 
 
@@ -245,6 +249,7 @@ def prepare_sink(run: Run, schema: StructType, *, aside_label: str = "replaced",
             set_identity(spark, table, spec, cp_id)
         if RESCUED_COLUMN in schema.fieldNames() and RESCUED_COLUMN not in state["columns"]:
             # a table from before sluice kept the fields a JSON record has beyond the schema
+            check_held()
             spark.sql(f"ALTER TABLE delta.`{_quote(table)}` ADD COLUMNS (`{RESCUED_COLUMN}` STRING)")
     return cp_id, None, change
 

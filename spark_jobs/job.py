@@ -76,7 +76,8 @@ class JobRecord:
         lock = None
         try:
             if not self.job.dry_run:
-                lock = driver_lock(self.settings.checkpoint_root, self.spec.name, self.job.holder()).acquire()
+                lock = driver_lock(self.settings.checkpoint_root, self.spec.name, self.job.holder(),
+                                   lease_seconds=self.settings.lock_lease_seconds).acquire()
             body()
         except (PipelineBusy, *refusals) as refused:
             self.summary.error, self.summary.refused = f"refused: {refused}", True

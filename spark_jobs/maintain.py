@@ -19,6 +19,7 @@ from typing import Any
 
 from sluice.checkpoint import Checkpoint
 from sluice.contract import JobRequest, MaintenanceSummary
+from sluice.lock import check_held
 from sluice.spec import DELTA_SAFE_RETENTION_HOURS, PipelineSpec
 from spark_jobs.errors import describe_error
 from spark_jobs.job import JobFailed, JobRecord, main
@@ -88,6 +89,7 @@ def maintain_table(spark, path: str, spec: PipelineSpec, *, dry_run: bool) -> di
         if dry_run:
             report["optimize"] = {"skipped": "dry run", "files": _num_files(spark, path)}
         else:
+            check_held()
             builder = delta.optimize()
             result = builder.executeZOrderBy(*config.zorder_by) if config.zorder_by else builder.executeCompaction()
             metrics = result.select("metrics").first()["metrics"].asDict(recursive=True)
@@ -109,6 +111,7 @@ def maintain_table(spark, path: str, spec: PipelineSpec, *, dry_run: bool) -> di
             size = sum(_file_size(spark, f) for f in doomed)
             if not dry_run and doomed:
                 spark.conf.set(VACUUM_LOGGING_CONF, "true")
+                check_held()
                 delta.vacuum(float(hours))
         finally:
             if below_safe:

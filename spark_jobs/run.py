@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 from pyspark.sql import SparkSession
 
@@ -21,10 +20,9 @@ class Place:
     quarantine: str
 
     @classmethod
-    def scratch(cls, folder: Path) -> Place:
-        """A dry run's copies, in a scratch folder: the real place is not touched."""
-        return cls(table=str(folder / "table"), checkpoint=str(folder / "checkpoint"),
-                   quarantine=str(folder / "quarantine"))
+    def scratch(cls, folder: str) -> Place:
+        """A dry run's copies, in a scratch folder (a path or URI): the real place is not touched."""
+        return cls(table=f"{folder}/table", checkpoint=f"{folder}/checkpoint", quarantine=f"{folder}/quarantine")
 
 
 @dataclass

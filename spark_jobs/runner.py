@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
-import shutil
 import tempfile
 import time
+import uuid
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from pyspark.sql import SparkSession
@@ -25,7 +24,7 @@ from sluice.delta_log import log_state
 from sluice.lock import PipelineBusy
 from sluice.settings import Settings
 from sluice.spec import DeltaSource, FileSource, KafkaSource, PipelineSpec
-from sluice.storage import is_local_uri
+from sluice.storage import Storage, is_local_uri
 from spark_jobs import guards, overwrites, schema_evolution, upstream
 from spark_jobs.batch_writer import BatchWriter, Target, quarantine_pending
 from spark_jobs.delta_table import (
@@ -74,7 +73,7 @@ def run_pipeline(spark: SparkSession, spec: PipelineSpec, settings: Settings, jo
         quarantine=spec.quarantine_table_path(settings),
     )
     summary = record.summary
-    scratch = Path(tempfile.mkdtemp(prefix=DRY_RUN_PREFIX + f"{spec.name}-")) if job.dry_run else None
+    scratch = _scratch_folder(spec, checkpoint) if job.dry_run else None
 
     real = Place(table=table, checkpoint=checkpoint, quarantine=summary.quarantine)
     run = Run(spark, spec, settings, job, summary, real=real, target=Place.scratch(scratch) if scratch else real)
@@ -92,8 +91,17 @@ def run_pipeline(spark: SparkSession, spec: PipelineSpec, settings: Settings, jo
         record.run(body, refusals=(guards.GuardRefused,))
     finally:
         if scratch is not None:
-            shutil.rmtree(scratch, ignore_errors=True)
+            Storage(scratch).delete_dir()
     return record.close(RunFailed)
+
+
+def _scratch_folder(spec: PipelineSpec, checkpoint: str) -> str:
+    """Where a dry run writes its copies: a temporary folder on the driver's disk; beside the checkpoints when
+    they are on an object store (executors on other hosts write the scratch table too), deleted after."""
+    if is_local_uri(checkpoint):
+        return tempfile.mkdtemp(prefix=DRY_RUN_PREFIX + f"{spec.name}-")
+    root = checkpoint.rstrip("/").rsplit("/", 1)[0]
+    return f"{root}/_dry_runs/{DRY_RUN_PREFIX}{spec.name}-{uuid.uuid4().hex[:12]}"
 
 
 def _with_rate_limits(spec: PipelineSpec, job: JobRequest) -> PipelineSpec:
@@ -362,8 +370,7 @@ def _prepare_dry_run(run: Run, schema):
     guards.check_spec_fits(spec, settings, checkpoint)
     state = guards.check_sink(spark, spec, table=table, checkpoint=checkpoint)
     change = guards.check_schema(spark, spec, table=table, schema=schema) if state is not None else None
-    if Path(checkpoint).is_dir():
-        shutil.copytree(checkpoint, target_checkpoint)
+    Storage(checkpoint).copy_to(Storage(target_checkpoint))
     cp_id = Checkpoint(target_checkpoint).ensure_query_id()
     if state is None:
         guards.create_table(spark, target_table, schema, spec, cp_id)

@@ -28,6 +28,7 @@ from pyspark.sql.types import StructField, StructType
 
 from sluice.checkpoint import PROMOTE_PENDING, Checkpoint
 from sluice.delta_log import log_state
+from sluice.lock import check_held
 from sluice.schema_change import SchemaChange, compare, from_json
 from sluice.spec import RESCUED_COLUMN, PipelineSpec
 
@@ -65,6 +66,7 @@ def allow_widening(spark: SparkSession, table: str) -> None:
     found = table_schema(spark, table)
     if found is not None and found[1].get(TYPE_WIDENING) == "true":
         return
+    check_held()
     spark.sql(f"ALTER TABLE delta.`{table.replace('`', '``')}` SET TBLPROPERTIES ('{TYPE_WIDENING}' = 'true')")
 
 
@@ -79,9 +81,11 @@ def apply_change(spark: SparkSession, table: str, change: SchemaChange) -> None:
     if change.widened:
         allow_widening(spark, table)
         for name, _old, new in change.widened:
+            check_held()
             spark.sql(f"ALTER TABLE delta.`{quoted}` ALTER COLUMN {column(name)} TYPE {new}")
     if change.added:
         columns = ", ".join(f"{column(name)} {kind}" for name, kind in change.added)
+        check_held()
         spark.sql(f"ALTER TABLE delta.`{quoted}` ADD COLUMNS ({columns})")
 
 
@@ -90,8 +94,8 @@ def apply_change(spark: SparkSession, table: str, change: SchemaChange) -> None:
 def mark_promotion(spark: SparkSession, table: str, checkpoint: str, columns: list[str]) -> list[str]:
     """Before the run writes: remember the added columns whose values earlier rows may hold in ``_rescued``
     (the table has that column: a JSON source's own, or, downstream, the upstream pipeline's). Returns the
-    columns it could not write down (a checkpoint not on a local path): the run promotes them all the same,
-    without the marker's crash safety."""
+    columns it could not write down: none, the checkpoint layer writes the marker on local disk and object
+    stores alike (the run would promote such columns all the same, without the marker's crash safety)."""
     found = table_schema(spark, table)
     if found is None or RESCUED_COLUMN not in [f["name"] for f in found[0]["fields"]]:
         return []
@@ -165,6 +169,7 @@ def promote_rescued(spark: SparkSession, table: str, columns: dict[str, Any], ru
     before = spark.conf.get(USER_METADATA_CONF, None)
     spark.conf.set(USER_METADATA_CONF, json.dumps({PROMOTED: sorted(columns), "run_id": run_id}))
     try:
+        check_held()
         DeltaTable.forPath(spark, table).update(condition, assignments)
     finally:
         spark.conf.unset(USER_METADATA_CONF) if before is None else spark.conf.set(USER_METADATA_CONF, before)

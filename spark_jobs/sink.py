@@ -21,6 +21,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
+from sluice.lock import check_held
 from sluice.spec import PipelineSpec, Sink, Trigger
 from spark_jobs.checkpoint_files import clear_interrupted_start
 
@@ -93,6 +94,7 @@ def write_rows(rows: DataFrame, path: str, commit: Commit, *, overwrite: bool = 
         writer = writer.option("mergeSchema", "true")
     if partition_by:
         writer = writer.partitionBy(*partition_by)
+    check_held()  # on object storage: this run still holds the pipeline's lease (sluice.lock.LeaseLock)
     writer.save(path)
 
 
@@ -142,6 +144,7 @@ def merge_rows(batch: DataFrame, sink: Sink, table_path: str, commit: Commit) ->
     for key, value in settings.items():
         conf.set(key, value)
     try:
+        check_held()
         merge.execute()
     finally:
         for key, value in before.items():

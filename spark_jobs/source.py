@@ -11,7 +11,6 @@ from sluice.delta_log import DeltaLog
 from sluice.settings import Settings
 from sluice.spark_conf import option_text
 from sluice.spec import DeltaSource, KafkaSource, PipelineSpec
-from sluice.storage import is_local_uri
 from spark_jobs.kafka_source import read_kafka_stream
 from spark_jobs.records import CORRUPT, METADATA, ORIGIN, json_columns, with_bad_columns
 
@@ -101,7 +100,7 @@ def read_delta_stream(spark: SparkSession, spec: PipelineSpec, settings: Setting
     https://docs.delta.io/latest/delta-streaming.html#delta-table-as-a-source"""
     source = spec.source
     path = spec.source_path(settings)
-    if is_local_uri(path) and DeltaLog.open(path) is None:
+    if DeltaLog.open(path) is None:
         upstream = f"pipeline {source.pipeline}" if source.pipeline else "the pipeline that writes it"
         raise SourceError(
             f"source: the Delta table {path} does not exist yet: run {upstream} first (this pipeline reads "
@@ -122,7 +121,7 @@ def explain_delta_failure(spec: PipelineSpec, error: str) -> str:
     if "DELTA_SOURCE_TABLE_IGNORE_CHANGES" in error or "Detected a data update" in error:
         return (
             f"{error} -- the upstream table changed or deleted rows (a MERGE, a backfill, a DELETE) while this "
-            "run read it, or its log is not on a local path: the next run follows such a change (it rebuilds "
+            "run read it: the next run follows such a change (it rebuilds "
             "the slice, or this table whole, from the upstream rows). Options: run again; or set "
             "source.skip_change_commits: true (only appends flow down); or run once in mode reset."
         )

@@ -192,10 +192,10 @@ def aggregates(spec: PipelineSpec) -> bool:
 
 
 def plan(spec: PipelineSpec, upstream: str, checkpoint: str, table: str, table_columns: list[str] | None) -> Plan | None:
-    """The upstream changes this run must follow, and how; None when there are none (or the upstream log or
-    the checkpoint is not on a local path: Delta's own error stands). ``table_columns``: this table's."""
+    """The upstream changes this run must follow, and how; None when there are none (or no upstream log to
+    read: Delta's own error stands). ``table_columns``: this table's."""
     source = spec.source
-    if not isinstance(source, DeltaSource) or source.skip_change_commits or "://" in checkpoint:
+    if not isinstance(source, DeltaSource) or source.skip_change_commits:
         return None
     pending = read_pending(checkpoint) or {}
     starts = [s for s in (stream_start(checkpoint), pending.get("from_version")) if s is not None]

@@ -16,7 +16,8 @@ import yaml
 
 PROJECT = Path(__file__).resolve().parent.parent
 AIRFLOW = ("airflow-apiserver", "airflow-scheduler", "airflow-dag-processor", "airflow-triggerer")
-LONG_RUNNING = (*AIRFLOW, "postgres", "spark-master", "spark-worker", "kafka")
+LONG_RUNNING = (*AIRFLOW, "postgres", "spark-master", "spark-worker", "kafka", "s3")
+SPARK_PROCESSES = (*AIRFLOW, "spark-worker")  # the drivers run in the Airflow containers, the executors on the worker
 
 
 @pytest.fixture(scope="module")
@@ -51,8 +52,13 @@ def test_docker_compose_accepts_the_file_and_resolves_it_to_the_same_services(co
     for name in (*AIRFLOW, "airflow-init"):
         e = resolved["services"][name]["environment"]
         assert e["AIRFLOW__API_AUTH__JWT_SECRET"] == "change-me-in-production", name
-        assert e["SLUICE_LAKE_ROOT"] == "/data/lake", name
+        assert e["SLUICE_LAKE_ROOT"] == "s3a://lake/lake", name
     assert resolved["services"]["airflow-init"]["environment"]["SLUICE_ADMIN_PASSWORD"] == "admin"
+    # the store's one identity and every client's credentials resolve to the same pair
+    store = resolved["services"]["s3"]["environment"]
+    for name in (*SPARK_PROCESSES, "airflow-init"):
+        e = resolved["services"][name]["environment"]
+        assert (e["AWS_ACCESS_KEY_ID"], e["AWS_SECRET_ACCESS_KEY"]) == (store["S3_ACCESS_KEY"], store["S3_SECRET_KEY"])
     # and the check can fail: a misspelt key is refused, naming it
     broken = tmp_path / "docker-compose.yaml"
     broken.write_text((PROJECT / "docker-compose.yaml").read_text(encoding="utf-8").replace(
@@ -82,7 +88,7 @@ def test_one_image_built_from_the_repo_for_every_sluice_service(compose):
     # the jars come from the pinned pom's profiles, at build time
     profiles = {p.findtext("{*}id") for p in ET.parse(PROJECT / "pom.xml").getroot().findall(".//{*}profile")}
     used = set(re.findall(r"mvn -q -B -P ([\w-]+) package", dockerfile))
-    assert used == {"spark-jars", "kafka-broker"} <= profiles
+    assert used == {"spark-jars", "kafka-broker", "s3-jars"} <= profiles
     assert "openjdk-17" in dockerfile and "python:3.11" in dockerfile
     ignored = (PROJECT / ".dockerignore").read_text(encoding="utf-8").split()
     assert {".venv", "var", ".git"} <= set(ignored)
@@ -111,7 +117,8 @@ def test_the_airflow_services_share_one_configuration_on_postgres(compose):
 
 def test_services_start_in_order_once_what_they_need_is_healthy(compose):
     services = compose["services"]
-    assert services["airflow-init"]["depends_on"] == {"postgres": {"condition": "service_healthy"}}
+    assert services["airflow-init"]["depends_on"] == {"postgres": {"condition": "service_healthy"},
+                                                      "s3": {"condition": "service_healthy"}}
     for name in AIRFLOW:
         depends = services[name]["depends_on"]
         assert depends["postgres"] == {"condition": "service_healthy"}, name
@@ -119,7 +126,8 @@ def test_services_start_in_order_once_what_they_need_is_healthy(compose):
     scheduler = services["airflow-scheduler"]["depends_on"]
     for needed in ("spark-master", "kafka", "airflow-apiserver"):
         assert scheduler[needed] == {"condition": "service_healthy"}
-    assert services["spark-worker"]["depends_on"] == {"spark-master": {"condition": "service_healthy"}}
+    assert services["spark-worker"]["depends_on"] == {"spark-master": {"condition": "service_healthy"},
+                                                      "s3": {"condition": "service_healthy"}}
     for deps in (s.get("depends_on") or {} for s in services.values()):
         assert set(deps) <= set(services)
         for target in deps:
@@ -127,16 +135,50 @@ def test_services_start_in_order_once_what_they_need_is_healthy(compose):
                 assert services[target].get("healthcheck"), target
 
 
-def test_every_spark_process_sees_the_lake_and_the_checkpoints_at_the_same_paths(compose):
+def test_every_spark_process_reaches_the_lake_and_the_checkpoints_in_the_object_store(compose):
+    """No shared volume: the lake, the checkpoints, the locks and the ledger are in the s3 service's bucket, which
+    every Spark process reaches with the same settings, so the services can run on different hosts."""
     services = compose["services"]
-    assert {"lake", "checkpoints", "postgres", "kafka", "airflow-shared"} <= set(compose["volumes"])
+    assert {"postgres", "kafka", "airflow-shared", "s3"} <= set(compose["volumes"])
+    assert not {"lake", "checkpoints"} & set(compose["volumes"])
     scheduler = env(services["airflow-scheduler"])
-    for name in (*AIRFLOW, "spark-worker"):
-        volumes = mounts(services[name])
-        assert volumes["lake"] == scheduler["SLUICE_LAKE_ROOT"] == env(services[name])["SLUICE_LAKE_ROOT"], name
-        assert volumes["checkpoints"] == scheduler["SLUICE_CHECKPOINT_ROOT"], name
+    assert scheduler["SLUICE_LAKE_ROOT"].startswith("s3a://") and scheduler["SLUICE_CHECKPOINT_ROOT"].startswith("s3a://")
+    keys = ("SLUICE_LAKE_ROOT", "SLUICE_CHECKPOINT_ROOT", "AWS_ENDPOINT_URL", "AWS_REGION", "AWS_ACCESS_KEY_ID",
+            "AWS_SECRET_ACCESS_KEY")
+    for name in SPARK_PROCESSES:
+        assert {k: env(services[name])[k] for k in keys} == {k: scheduler[k] for k in keys}, name
+        assert not {"lake", "checkpoints"} & set(mounts(services[name])), name
+    # the processes that run spark-submit and its executors start once the store is healthy (the other Airflow
+    # services wait for airflow-init, which waits for it)
+    for name in ("airflow-scheduler", "spark-worker", "airflow-init"):
+        assert services[name]["depends_on"]["s3"] == {"condition": "service_healthy"}, name
+    # the endpoint is the s3 service's hostname and the port its gateway serves
+    store = services["s3"]
+    script = store["command"][-1]
+    port = re.search(r"-s3\.port=(\d+)", script).group(1)
+    assert scheduler["AWS_ENDPOINT_URL"] == f"http://{store['hostname']}:{port}"
+    assert f"localhost:{port}/healthz" in " ".join(store["healthcheck"]["test"])
+    assert "copy_1 = 1" in script and "-master.telemetry=false" in script  # the settings learnt in s3_server.py
+    # the init service creates the bucket both roots name, once the store is healthy
+    bucket = scheduler["SLUICE_LAKE_ROOT"].split("/")[2]
+    assert scheduler["SLUICE_CHECKPOINT_ROOT"].split("/")[2] == bucket
+    assert f"sluice s3 create-bucket {bucket}" in services["airflow-init"]["command"][-1]
+    assert services["airflow-init"]["depends_on"]["s3"] == {"condition": "service_healthy"}
     # the drivers run in the scheduler's container (LocalExecutor); executors connect back to its hostname
     assert scheduler["SPARK_LOCAL_IP"] == services["airflow-scheduler"]["hostname"] == "airflow-scheduler"
+
+
+def test_the_object_store_is_the_seaweedfs_the_tests_run(compose):
+    from sluice.s3_server import SEAWEEDFS_MODULE, SEAWEEDFS_VERSION
+
+    store = compose["services"]["s3"]
+    assert store["build"] == {"context": ".", "target": "s3"} and store["image"] == "sluice-s3:local"
+    dockerfile = (PROJECT / "Dockerfile").read_text(encoding="utf-8")
+    assert f"ARG SEAWEEDFS_VERSION={SEAWEEDFS_VERSION}\n" in dockerfile
+    assert f'go mod download -json "{SEAWEEDFS_MODULE}@${{SEAWEEDFS_VERSION}}"' in dockerfile
+    assert re.search(r"^FROM \S+ AS s3$", dockerfile, re.M)
+    # the sluice image stays the default target: the last stage
+    assert dockerfile.rstrip().split("\nFROM ")[-1].startswith("python:3.11-slim-bookworm AS sluice")
 
 
 def test_the_connections_the_init_service_defines_match_the_services(compose):

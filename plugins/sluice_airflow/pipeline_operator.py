@@ -20,6 +20,7 @@ from sluice.run_request import RunRequestError, run_request
 from sluice.settings import load_settings
 from sluice.spec import load_spec
 from sluice.submit import APPLICATIONS, application, build_plan
+from sluice_airflow.aws_connection import use_aws_connection
 from sluice_airflow.hook import SluiceSubmitHook
 from sluice_airflow.kafka_connection import kafka_secret_env
 from sluice_airflow.spark_connection import require_spark_connection
@@ -117,6 +118,7 @@ class SluicePipelineOperator(BaseOperator):
 
     def execute(self, context: Any) -> dict[str, Any]:
         settings = load_settings()
+        use_aws_connection(settings.aws_conn_id)  # object storage credentials, when a connection holds them
         spec = load_spec(self.spec_path)
         ti = context["ti"]
         airflow = {"dag_id": ti.dag_id, "dag_run_id": context["run_id"], "try_number": ti.try_number}
@@ -126,7 +128,7 @@ class SluicePipelineOperator(BaseOperator):
         else:
             job = JobRequest(spec_path=self.spec_path, run_id=run_id, airflow=airflow,
                              run=self._run_request(spec, context))
-        lock = lock_for(job, spec.name, settings.checkpoint_root, wait_seconds=self.lock_wait_seconds)
+        lock = lock_for(job, spec.name, settings, wait_seconds=self.lock_wait_seconds)
         with tempfile.TemporaryDirectory(prefix=f"sluice-{'maintain' if self.kind == 'maintain' else 'run'}-") as tmp:
             plan = build_plan(job, spec, settings, workdir=Path(tmp),
                               secret_env=kafka_secret_env(spec) if self.kind == "run" else None)

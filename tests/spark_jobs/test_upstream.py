@@ -62,7 +62,7 @@ def test_only_commits_that_removed_rows_are_changes_each_with_what_it_says_of_it
                                   "column": "day"}
     assert found[3].promoted == ("coupon",)
     assert [c.version for c in scan_changes(str(table), 3, 4)] == [3, 4]
-    assert scan_changes("s3a://bucket/t", 0) is None  # not on local disk: not followed
+    assert scan_changes(str(tmp_path / "no-table"), 0) is None  # no log there: nothing followed
 
 
 def test_a_reset_that_follows_an_upstream_rewrite_keeps_only_the_latest_old_checkpoint(tmp_path):
