@@ -156,5 +156,12 @@ class Storage:
         return True
 
     def move(self, source: str, target: str) -> None:
-        """Move a file or folder within this storage (paths relative to the root)."""
-        self.fs.move(self.path(source), self.path(target))
+        """Move a file or folder within this storage (paths relative to the root). An object store has no
+        folders to rename: a folder's files are copied, then deleted (not atomic: a move cut short leaves
+        the rest of the files at ``source``, and moving again carries them)."""
+        if self.local or self.is_file(source):
+            self.fs.move(self.path(source), self.path(target))
+            return
+        pafs.copy_files(self.path(source), self.path(target), source_filesystem=self.fs,
+                        destination_filesystem=self.fs)
+        self.fs.delete_dir(self.path(source))

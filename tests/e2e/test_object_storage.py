@@ -334,3 +334,45 @@ def test_a_driver_paused_past_its_lease_commits_nothing_and_the_next_run_takes_e
     again = sluice("run", "orders")
     assert again.returncode == 0, again.stderr[-3000:]
     assert _read(f"{root}/lake/bronze/orders", "id", "amount") == [(i, i * 1.5) for i in range(5)]
+
+
+def test_merge_reset_and_maintenance_of_a_table_in_a_bucket(bucket, aws_env, lake, monkeypatch):
+    """A MERGE sink (the latest row per key), a reset (the old checkpoint set aside in the bucket, the table
+    replaced from everything the source holds) and maintenance (OPTIMIZE compacts, VACUUM deletes the files
+    it replaced) with the table and checkpoint in the bucket."""
+    from tests.e2e.conftest import last_json_line, sluice
+    from tests.helpers import write_spec
+
+    root = f"s3a://{bucket}/merge"
+    monkeypatch.setenv("SLUICE_LAKE_ROOT", f"{root}/lake")
+    monkeypatch.setenv("SLUICE_CHECKPOINT_ROOT", f"{root}/checkpoints")
+    write_spec(lake.pipelines_dir, {
+        "name": "latest", "source": {"format": "json", "path": "landing", "schema": "id BIGINT, amount DOUBLE"},
+        "sink": {"path": "silver/latest", "mode": "merge", "keys": ["id"]},
+        "maintenance": {"vacuum_retention_hours": 0, "force_retention": True}})
+
+    def run(*args: str) -> dict:
+        done = sluice(*args)
+        assert done.returncode == 0, done.stderr[-3000:]
+        return last_json_line(done.stdout)
+
+    _land(bucket, "merge/lake/landing/a.json", range(0, 4))
+    run("run", "latest")
+    with ObjectStore.from_env().arrow().open_output_stream(f"{bucket}/merge/lake/landing/b.json") as out:
+        out.write("".join(json.dumps({"id": i, "amount": 100.0 + i}) + "\n" for i in (1, 2, 9)).encode())
+    run("run", "latest")
+    latest = [(0, 0.0), (1, 101.0), (2, 102.0), (3, 4.5), (9, 109.0)]
+    assert _read(f"{root}/lake/silver/latest", "id", "amount") == latest
+
+    reset = run("run", "latest", "--reset-checkpoint", "--max-files-per-trigger", "1")  # the files in order
+    assert reset["input_rows"] == 7 and _read(f"{root}/lake/silver/latest", "id", "amount") == latest
+    aside = [e.name for e in Storage(f"{root}/checkpoints").list() if e.name.startswith("latest.")]
+    assert len(aside) == 1 and Storage(f"{root}/checkpoints/{aside[0]}").is_file("metadata"), aside
+
+    _land(bucket, "merge/lake/landing/c.json", range(20, 22))  # new keys only: a file of their own
+    run("run", "latest")
+    latest += [(20, 30.0), (21, 31.5)]
+    maintained = run("maintain", "latest")
+    sink = maintained["tables"]["sink"]
+    assert sink["optimize"]["files_removed"] >= 2 and sink["vacuum"]["files_deleted"] >= 2, sink
+    assert _read(f"{root}/lake/silver/latest", "id", "amount") == latest
