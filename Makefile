@@ -131,9 +131,9 @@ system-packages:
 	    $$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q $$missing; fi
 
 # The sample DAGs run on their schedules once it is up: a first drop of sample data lands if the lake has none.
-stack: install
+stack: install s3-server
 	$(BIN)/sluice stack up
-	@test -d "$${SLUICE_LAKE_ROOT:-var/lake}/landing" || $(BIN)/python include/generate_sample_data.py --drop 1 \
+	@eval "$$($(BIN)/sluice stack env)" && $(BIN)/python include/generate_sample_data.py --drop 1 --if-empty \
 	  --kafka "127.0.0.1:$${SLUICE_KAFKA_PORT:-9092}"
 
 stack-down: venv

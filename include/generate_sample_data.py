@@ -3,6 +3,10 @@
     python include/generate_sample_data.py --drop 1      # first drop: files for every sample pipeline
     python include/generate_sample_data.py --drop 2      # a later drop: new files only
     python include/generate_sample_data.py --drop next   # the drop after the last one written
+    python include/generate_sample_data.py --drop 1 --if-empty   # only when the lake has no landing data yet
+
+With SLUICE_LAKE_ROOT in a bucket (``s3a://...``, the AWS variables naming the store) the drop is written to a
+temporary folder and copied into the bucket.
 
 A drop writes new files (named after the drop) and never touches earlier ones, so a pipeline run after
 drop 2 must ingest exactly drop 2's rows. Running a drop twice rewrites the same files with the same
@@ -17,8 +21,12 @@ import io
 import json
 import os
 import random
+import shutil
+import tempfile
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+
+from sluice.storage import Storage
 
 ORDERS_PER_FILE = 50
 ORDER_FILES_PER_DROP = 3
@@ -26,9 +34,14 @@ WORDS = ["spark", "delta", "stream", "airflow", "sluice", "kafka", "batch", "tab
 COUNTRIES = ["DE", "FR", "NL", "PL", "SE"]
 
 
-def lake_root() -> Path:
+def lake_location() -> str:
     default = Path(__file__).resolve().parent.parent / "var" / "lake"
-    return Path(os.environ.get("SLUICE_LAKE_ROOT") or default)
+    return os.environ.get("SLUICE_LAKE_ROOT") or str(default)
+
+
+def lake_root() -> Path:
+    """The lake as a local folder (a lake in a bucket: main() writes to a temporary one, then copies)."""
+    return Path(lake_location())
 
 
 def _write_atomically(path: Path, text: str) -> None:
@@ -143,8 +156,16 @@ def main() -> None:
     parser.add_argument("--drop", required=True, help="drop number (1 and up), or 'next'")
     parser.add_argument("--only", choices=sorted(GENERATORS), action="append", help="just these datasets")
     parser.add_argument("--kafka", metavar="BOOTSTRAP", help="also produce the drop's click events to this broker")
+    parser.add_argument("--if-empty", action="store_true", help="do nothing when the lake has landing data")
     args = parser.parse_args()
-    root = lake_root()
+    location = lake_location()
+    remote = "://" in location
+    if args.if_empty and Storage(location).is_dir("landing"):
+        print(json.dumps({"lake_root": location, "drop": None, "rows": {}, "skipped": "the lake has landing data"}))
+        return
+    root = Path(tempfile.mkdtemp(prefix="sluice-sample-")) if remote else lake_root()
+    if remote and args.drop == "next":
+        parser.error("--drop next needs a lake on local disk; name the drop for a lake in a bucket")
     if args.drop == "next":
         drop = next_drop(root)
     elif args.drop.isdigit() and int(args.drop) >= 1:
@@ -154,7 +175,10 @@ def main() -> None:
     counts = {name: gen(root, drop) for name, gen in GENERATORS.items() if not args.only or name in args.only}
     if args.kafka:
         counts["clicks"] = clicks(args.kafka, drop)
-    print(json.dumps({"lake_root": str(root), "drop": drop, "rows": counts}))
+    if remote:  # into the bucket, then the temporary folder goes
+        Storage(str(root)).copy_to(Storage(location))
+        shutil.rmtree(root, ignore_errors=True)
+    print(json.dumps({"lake_root": location, "drop": drop, "rows": counts}))
 
 
 def next_drop(root: Path) -> int:

@@ -269,7 +269,7 @@ def cmd_s3(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_stack(args: argparse.Namespace, settings: Settings) -> int:
-    """The docker-compose topology as local processes (PostgreSQL, Airflow, Spark standalone, Kafka)."""
+    """The docker-compose topology as local processes (PostgreSQL, Airflow, Spark standalone, Kafka, S3)."""
     from sluice.stack import Stack, StackError
 
     stack = Stack(settings)
@@ -282,7 +282,8 @@ def cmd_stack(args: argparse.Namespace, settings: Settings) -> int:
         env = stack.env
         print(f"stack: up. Airflow http://127.0.0.1:{env['AIRFLOW__API__PORT']} (admin / admin), Spark master "
               f"{env['SLUICE_SPARK_MASTER']} (UI http://127.0.0.1:{stack.ports.spark_master_ui}), Kafka "
-              f"127.0.0.1:{settings.kafka_port}, PostgreSQL 127.0.0.1:{stack.ports.postgres}; logs in {stack.logs}")
+              f"127.0.0.1:{settings.kafka_port}, PostgreSQL 127.0.0.1:{stack.ports.postgres}, object store "
+              f"{env['AWS_ENDPOINT_URL']} (lake {env['SLUICE_LAKE_ROOT']}); logs in {stack.logs}")
         print("stack: talk to it with  eval \"$(.venv/bin/sluice stack env)\"; stop it with  make stack-down")
     elif args.action == "down":
         stopped = stack.down()
@@ -293,7 +294,7 @@ def cmd_stack(args: argparse.Namespace, settings: Settings) -> int:
             print(f"{name:24} {'running' if up else 'stopped'}")
         return 0 if all(status.values()) else 1
     elif args.action == "env":
-        for key in sorted(k for k in stack.env if k.startswith(("AIRFLOW", "SLUICE", "SPARK", "PYSPARK"))):
+        for key in sorted(k for k in stack.env if k.startswith(("AIRFLOW", "SLUICE", "SPARK", "PYSPARK", "AWS_"))):
             print(f"export {key}={shlex.quote(stack.env[key])}")
     return 0
 

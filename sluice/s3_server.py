@@ -23,6 +23,7 @@ import os
 import secrets
 import subprocess
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -88,19 +89,30 @@ class S3Server(ServerState):
 
     def credentials(self) -> dict[str, str]:
         """``access_key`` and ``secret_key``: generated at the first start, kept for the next ones."""
-        found = _read_json(self.credentials_file)
-        if found:
-            return found
-        created = {"access_key": "sluice" + secrets.token_hex(6), "secret_key": secrets.token_urlsafe(30)}
-        self.home.mkdir(parents=True, exist_ok=True)
-        _write_private(self.credentials_file, json.dumps(created))
-        return created
+        return credentials(self.home)
 
     def env(self) -> dict[str, str]:
         """The standard AWS variables that point an S3 client (boto3, the AWS CLI, delta-rs, Arrow) here."""
-        creds = self.credentials()
-        return {"AWS_ENDPOINT_URL": self.endpoint, "AWS_ACCESS_KEY_ID": creds["access_key"],
-                "AWS_SECRET_ACCESS_KEY": creds["secret_key"], "AWS_REGION": REGION}
+        return client_env(self.home, self.port)
+
+
+def credentials(home: Path) -> dict[str, str]:
+    """The credentials of the server kept in ``home``: generated the first time they are asked for (before its
+    first start, too), kept for every later start."""
+    found = _read_json(home / "credentials.json")
+    if found:
+        return found
+    created = {"access_key": "sluice" + secrets.token_hex(6), "secret_key": secrets.token_urlsafe(30)}
+    home.mkdir(parents=True, exist_ok=True)
+    _write_private(home / "credentials.json", json.dumps(created))
+    return created
+
+
+def client_env(home: Path, port: int) -> dict[str, str]:
+    """The AWS variables of the server kept in ``home`` on ``port``, whether it runs yet or not."""
+    creds = credentials(home)
+    return {"AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}", "AWS_ACCESS_KEY_ID": creds["access_key"],
+            "AWS_SECRET_ACCESS_KEY": creds["secret_key"], "AWS_REGION": REGION}
 
 
 def build_command(var_dir: Path) -> str:
@@ -132,9 +144,7 @@ def start_server(home: Path, var_dir: Path, *, port: int = 8333, timeout: float 
         raise S3ServerError(f"the S3 server from {home} is already running (pid {existing.pid}, {existing.endpoint})")
     if port_open(port):
         raise S3ServerError(f"port {port} on 127.0.0.1 is taken: stop what uses it or set SLUICE_S3_PORT")
-    server = S3Server(home=home, port=port, master_port=free_port(), volume_port=free_port(),
-                      filer_port=free_port(),
-                      grpc_ports={name: free_port() for name in ("master", "volume", "filer", "s3")})
+    server = _with_ports(home, port, existing)
     config = home / "config"
     config.mkdir(exist_ok=True)
     (config / "master.toml").write_text(_MASTER_TOML, encoding="utf-8")
@@ -176,6 +186,27 @@ def start_server(home: Path, var_dir: Path, *, port: int = 8333, timeout: float 
     return server
 
 
+def _with_ports(home: Path, port: int, previous: S3Server | None) -> S3Server:
+    """The server's internal ports: those of its last start in ``home`` when there was one. The master keeps
+    its state in a folder named after its port (``<data>/m<port>``): on another port it would start without
+    it, see volumes it does not know, and freeze volume growth ("volume growth is frozen after master state
+    loss"), so that no new bucket could take a write."""
+    if previous is None:
+        return S3Server(home=home, port=port, master_port=free_port(), volume_port=free_port(),
+                        filer_port=free_port(),
+                        grpc_ports={name: free_port() for name in ("master", "volume", "filer", "s3")})
+    ports = (previous.master_port, previous.volume_port, previous.filer_port, *previous.grpc_ports.values())
+    deadline = time.monotonic() + 30  # a server killed a moment ago: its ports free up
+    while (taken := [p for p in ports if port_open(p)]) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    if taken:
+        raise S3ServerError(f"the S3 server in {home} runs its master, volume and filer on the ports of its first "
+                            f"start (its state is kept by port), and {taken} are taken now: free them and start "
+                            "again")
+    return S3Server(home=home, port=port, master_port=previous.master_port, volume_port=previous.volume_port,
+                    filer_port=previous.filer_port, grpc_ports=dict(previous.grpc_ports))
+
+
 def filesystem(server: S3Server):
     """An Arrow S3 file system on the server, with its credentials."""
     from pyarrow import fs as pafs
@@ -208,14 +239,31 @@ def _volumes_known(server: S3Server) -> bool:
     return bool(status and (status.get("Topology") or {}).get("Max"))
 
 
-def create_bucket(server: S3Server, bucket: str) -> bool:
-    """Create ``bucket`` if missing; True if it was created."""
+def create_bucket(server: S3Server, bucket: str, timeout: float = 90.0) -> bool:
+    """Create ``bucket`` if missing; True if it was created. Returns once the bucket takes a write: SeaweedFS
+    grows a new bucket's first volume when the first object arrives, and answers "internal error" (volume
+    growth in progress) until it has (seconds on a busy machine, longer just after a restart)."""
     from pyarrow import fs as pafs
+
+    from sluice.readiness import wait_until
 
     store = filesystem(server)
     if store.get_file_info(bucket).type != pafs.FileType.NotFound:
         return False
     store.create_dir(bucket)
+    probe = f"{bucket}/.sluice-ready"
+
+    def takes_a_write() -> bool:
+        try:
+            with store.open_output_stream(probe) as out:
+                out.write(b"ready")
+        except OSError:
+            return False
+        store.delete_file(probe)
+        return True
+
+    wait_until(f"bucket {bucket} at {server.endpoint} to take a write", takes_a_write, timeout,
+               server.home / "server.log", every=1.0, error=S3ServerError)
     return True
 
 

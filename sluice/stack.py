@@ -24,6 +24,13 @@ from pathlib import Path
 from sluice.kafka_broker import port_open
 from sluice.process import alive, stop_process
 from sluice.readiness import http_answer, http_json, wait_until
+from sluice.s3_server import (
+    S3Server,
+    client_env,
+    create_bucket,
+    start_server,
+    stop_server,
+)
 from sluice.settings import Settings
 
 
@@ -39,6 +46,8 @@ class Ports:
     spark_master_ui: int = 8081
     spark_worker_ui: int = 8082
     scheduler_health: int = 8974
+    s3: int = 8334
+    """The stack's own object store (not `make s3-up`'s, on 8333)."""
 
     @classmethod
     def of(cls, settings: Settings) -> Ports:
@@ -61,6 +70,11 @@ def stack_env(settings: Settings, ports: Ports | None = None) -> dict[str, str]:
     master = f"spark://127.0.0.1:{ports.spark_master}"
     env = {**os.environ, **project_env(settings)}
     env.update({
+        # the lake, checkpoints, locks and ledger in the stack's object store, as docker-compose.yaml keeps them:
+        # the Spark worker's executors reach them over the S3 API (its environment has the credentials)
+        "SLUICE_LAKE_ROOT": f"s3a://{STACK_BUCKET}/lake",
+        "SLUICE_CHECKPOINT_ROOT": f"s3a://{STACK_BUCKET}/checkpoints",
+        **client_env(s3_home(settings), ports.s3),
         "AIRFLOW_HOME": str(home / "airflow"),
         "SLUICE_AIRFLOW_HOME": str(home / "airflow"),
         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"postgresql+psycopg2://airflow:airflow@127.0.0.1:{ports.postgres}/airflow",
@@ -85,6 +99,14 @@ def stack_env(settings: Settings, ports: Ports | None = None) -> dict[str, str]:
     return env
 
 
+STACK_BUCKET = "lake"
+"""The bucket of the stack's object store that holds the lake and the checkpoints (as in docker-compose.yaml)."""
+
+
+def s3_home(settings: Settings) -> Path:
+    return stack_home(settings) / "s3"
+
+
 def kafka_home(settings: Settings) -> Path:
     """The stack's own broker (not `make kafka-up`'s), on ``SLUICE_KAFKA_PORT``."""
     return stack_home(settings) / "kafka"
@@ -106,7 +128,7 @@ def _as_postgres(cmd: list[str]) -> list[str]:
 class Stack:
     """Start and stop the local stack; ``state.json`` remembers the pids."""
 
-    SERVICES = ("postgres", "kafka", "spark-master", "spark-worker", "airflow-api-server", "airflow-scheduler",
+    SERVICES = ("postgres", "kafka", "s3", "spark-master", "spark-worker", "airflow-api-server", "airflow-scheduler",
                 "airflow-dag-processor", "airflow-triggerer")
 
     def __init__(self, settings: Settings, ports: Ports | None = None):
@@ -149,6 +171,7 @@ class Stack:
         self.logs.mkdir(parents=True, exist_ok=True)
         self._postgres()
         self._kafka()
+        self._s3(timeout)
         self._spark(timeout)
         self._airflow(timeout)
 
@@ -206,6 +229,13 @@ class Stack:
         if not (broker and broker.running()):
             broker = start_broker(kafka_home(self.settings), self.settings.jars_dir, port=self.settings.kafka_port)
         self._save("kafka", broker.pid)
+
+    def _s3(self, timeout: float) -> None:
+        server = S3Server.load(s3_home(self.settings))
+        if not (server and server.running()):
+            server = start_server(s3_home(self.settings), self.settings.var_dir, port=self.ports.s3, timeout=timeout)
+        create_bucket(server, STACK_BUCKET)
+        self._save("s3", server.pid)
 
     def _spark(self, timeout: float) -> None:
         spark_class = shutil.which("spark-class", path=str(Path(sys.executable).parent)) or str(
@@ -267,6 +297,13 @@ class Stack:
                 if (self.home / "postgres" / "postmaster.pid").is_file():
                     subprocess.run(_as_postgres([str(_pg_bin() / "pg_ctl"), "-D", str(self.home / "postgres"),
                                                  "-m", "fast", "-w", "stop"]), capture_output=True)
+                    stopped.append(name)
+                self._save(name, None)
+                continue
+            if name == "s3":
+                server = S3Server.load(s3_home(self.settings))
+                if server and server.running():
+                    stop_server(server)
                     stopped.append(name)
                 self._save(name, None)
                 continue

@@ -102,17 +102,7 @@ class Storage:
         """``write_text(*parts, text)``: the file written whole. On local disk a hidden temporary file is
         renamed into place; an object store's put is atomic by itself."""
         *parts, text = parts_and_text
-        target = self.path(*parts)
-        parent = posixpath.dirname(target)
-        self.fs.create_dir(parent, recursive=True)
-        if not self.local:
-            with self.fs.open_output_stream(target) as out:
-                out.write(str(text).encode("utf-8"))
-            return
-        tmp = posixpath.join(parent, f".{posixpath.basename(target)}.{uuid.uuid4().hex[:8]}.tmp")
-        with self.fs.open_output_stream(tmp) as out:
-            out.write(str(text).encode("utf-8"))
-        self.fs.move(tmp, target)
+        self.write_bytes(posixpath.join(*(str(p) for p in parts)), str(text).encode("utf-8"))
 
     def list(self, *parts: str | int) -> list[Entry]:
         """The entries of a folder (not recursive); empty when there is no such folder."""
@@ -149,11 +139,29 @@ class Storage:
 
     def copy_to(self, target: Storage) -> bool:
         """Copy every file under this root to ``target``'s root (another folder or store); False when there is
-        nothing here."""
+        nothing here. File by file, each closed explicitly: a failed upload raises (Arrow's ``copy_files``
+        only logs the error of an upload that fails when its stream is closed, and the file is missing)."""
         if not self.is_dir():
             return False
-        pafs.copy_files(self.root, target.root, source_filesystem=self.fs, destination_filesystem=target.fs)
+        for relative, _size in self.walk_files():
+            with self.fs.open_input_stream(self.path(relative)) as stream:
+                data = stream.read()
+            target.write_bytes(relative, data)
         return True
+
+    def write_bytes(self, relative: str, data: bytes) -> None:
+        """A file written whole (see :meth:`write_text`)."""
+        target = self.path(relative)
+        parent = posixpath.dirname(target)
+        self.fs.create_dir(parent, recursive=True)
+        if not self.local:
+            with self.fs.open_output_stream(target) as out:
+                out.write(data)
+            return
+        tmp = posixpath.join(parent, f".{posixpath.basename(target)}.{uuid.uuid4().hex[:8]}.tmp")
+        with self.fs.open_output_stream(tmp) as out:
+            out.write(data)
+        self.fs.move(tmp, target)
 
     def move(self, source: str, target: str) -> None:
         """Move a file or folder within this storage (paths relative to the root). An object store has no
@@ -162,6 +170,7 @@ class Storage:
         if self.local or self.is_file(source):
             self.fs.move(self.path(source), self.path(target))
             return
-        pafs.copy_files(self.path(source), self.path(target), source_filesystem=self.fs,
-                        destination_filesystem=self.fs)
+        for relative, _size in self.walk_files(source):  # the store copies each object itself (CopyObject)
+            self.fs.create_dir(posixpath.dirname(self.path(target, relative)), recursive=True)
+            self.fs.copy_file(self.path(source, relative), self.path(target, relative))
         self.fs.delete_dir(self.path(source))

@@ -25,12 +25,13 @@ def write_lines(path: Path, lines: list[str]) -> Path:
     return path
 
 
+def order_lines(ids: range) -> list[str]:
+    return [json.dumps({"id": i, "ts": f"2026-11-0{1 + i % 3}T10:00:00Z", "customer": f"c{i % 7}", "amount": i * 1.5})
+            for i in ids]
+
+
 def write_orders(folder: Path, name: str, ids: range) -> Path:
-    rows = [
-        json.dumps({"id": i, "ts": f"2026-11-0{1 + i % 3}T10:00:00Z", "customer": f"c{i % 7}", "amount": i * 1.5})
-        for i in ids
-    ]
-    return write_lines(folder / name, rows)
+    return write_lines(folder / name, order_lines(ids))
 
 
 def orders_spec(**overrides: Any) -> dict[str, Any]:

@@ -1,5 +1,5 @@
 """docker-compose.yaml and the Dockerfile, checked against the project (this machine has no Docker engine to
-start them): the services and how they wait for each other, healthchecks, the shared volumes every Spark
+start them): the services and how they wait for each other, healthchecks, the object store every Spark
 process needs, and settings that must agree with the project's own (connections, versions, paths)."""
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ import pytest
 from pyarrow import fs as pafs
 
 from sluice.kafka_broker import free_port
+from sluice.object_store import ObjectStore
 from sluice.s3_server import (
     REGION,
     S3Server,
@@ -81,6 +82,13 @@ def test_the_server_keeps_its_data_and_credentials_across_a_restart(tmp_path_fac
         assert again.credentials() == creds
         with filesystem(again).open_input_stream("kept/a.txt") as stream:
             assert stream.read() == b"a"
+        # the master kept its state: a new bucket still gets a volume and takes a write
+        assert (again.master_port, again.grpc_ports) == (first.master_port, first.grpc_ports)
+        create_bucket(again, "new-after-restart")
+        with ObjectStore.from_env(again.env()).arrow().open_output_stream("new-after-restart/b.txt") as out:
+            out.write(b"b")
+        with filesystem(again).open_input_stream("new-after-restart/b.txt") as stream:
+            assert stream.read() == b"b"
     finally:
         stop_server(again, crash=True)
 

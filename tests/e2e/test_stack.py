@@ -1,11 +1,13 @@
 """`sluice stack` (what `make stack` runs): PostgreSQL, the Airflow 3 services with LocalExecutor, a Spark
-standalone master and worker and a Kafka broker as local processes. A pipeline triggered through Airflow's
+standalone master and worker, a Kafka broker and an S3 object store as local processes, the lake and the
+checkpoints in the store's bucket (as docker-compose.yaml has them). A pipeline triggered through Airflow's
 REST API runs its executors on the standalone worker and gives exactly the table a local[*] run gives."""
 
 from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import tempfile
@@ -16,9 +18,9 @@ import pytest
 from sluice.kafka_broker import free_port, port_open
 from tests.e2e.conftest import BIN, wait_for
 from tests.e2e.live_airflow import Api
-from tests.helpers import orders_spec, write_lines, write_orders, write_spec
+from tests.helpers import order_lines, orders_spec, write_spec
 
-PORTS = ("POSTGRES", "API", "SPARK_MASTER", "SPARK_MASTER_UI", "SPARK_WORKER_UI", "SCHEDULER_HEALTH")
+PORTS = ("POSTGRES", "API", "SPARK_MASTER", "SPARK_MASTER_UI", "SPARK_WORKER_UI", "SCHEDULER_HEALTH", "S3")
 
 
 def run(env: dict[str, str], *args: str, timeout: int = 900) -> subprocess.CompletedProcess:
@@ -63,19 +65,47 @@ def trigger_and_wait(api: Api, dag_id: str, logs: Path, timeout: float = 600) ->
                                "return_value")["value"]}
 
 
-def test_a_pipeline_runs_on_the_standalone_cluster_with_the_same_results_as_local(lake, spark, stack, tmp_path):
+def _exports(text: str) -> dict[str, str]:
+    """``sluice stack env``'s ``export KEY=value`` lines."""
+    return {key: shlex.split(value)[0] if value else "" for key, _, value in
+            (line.removeprefix("export ").partition("=") for line in text.splitlines() if line.startswith("export "))}
+
+
+def _land(store_env: dict[str, str], key: str, lines: list[str]) -> None:
+    from sluice.object_store import ObjectStore
+
+    with ObjectStore.from_env(store_env).arrow().open_output_stream(f"lake/lake/landing/orders/{key}") as out:
+        out.write(("\n".join(lines) + "\n").encode())
+
+
+def _orders(store_env: dict[str, str], table: str) -> list[tuple]:
+    from deltalake import DeltaTable
+
+    from sluice.object_store import ObjectStore, delta_rs_location
+
+    location, options = delta_rs_location(f"s3a://lake/lake/{table}", ObjectStore.from_env(store_env))
+    rows = DeltaTable(location, storage_options=options).to_pyarrow_table(columns=["id", "ts", "customer", "amount"])
+    return sorted(zip(*(rows[c].to_pylist() for c in ("id", "ts", "customer", "amount"))))
+
+
+def test_a_pipeline_runs_on_the_standalone_cluster_with_the_same_results_as_local(lake, stack, tmp_path):
     env, banner, home = stack
     assert f"Spark master spark://127.0.0.1:{env['SLUICE_STACK_SPARK_MASTER_PORT']}" in banner
+    assert f"object store http://127.0.0.1:{env['SLUICE_STACK_S3_PORT']} (lake s3a://lake/lake)" in banner
     status = run(env, "stack", "status")
-    assert status.returncode == 0 and status.stdout.count("running") == 8, status.stdout
-    # Airflow's metadata DB is the stack's PostgreSQL
-    conn = run(env, "stack", "env").stdout
-    assert f"postgresql+psycopg2://airflow:airflow@127.0.0.1:{env['SLUICE_STACK_POSTGRES_PORT']}/airflow" in conn
+    assert status.returncode == 0 and status.stdout.count("running") == 9, status.stdout
+    # Airflow's metadata DB is the stack's PostgreSQL; the lake and checkpoints are in its object store
+    exported = _exports(run(env, "stack", "env").stdout)
+    assert exported["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] == \
+        f"postgresql+psycopg2://airflow:airflow@127.0.0.1:{env['SLUICE_STACK_POSTGRES_PORT']}/airflow"
+    assert (exported["SLUICE_LAKE_ROOT"], exported["SLUICE_CHECKPOINT_ROOT"]) == ("s3a://lake/lake",
+                                                                                 "s3a://lake/checkpoints")
+    store_env = {k: v for k, v in exported.items() if k.startswith("AWS_")}
+    assert store_env["AWS_ENDPOINT_URL"] == f"http://127.0.0.1:{env['SLUICE_STACK_S3_PORT']}"
 
     write_spec(lake.pipelines_dir, orders_spec(name="st_orders"))
-    landing = lake.lake_root / "landing" / "orders"
-    write_orders(landing, "a.json", range(0, 40))
-    write_lines(landing / "bad.json", ['{"id": 1000, "amount": "x"'])
+    _land(store_env, "a.json", order_lines(range(0, 40)))
+    _land(store_env, "bad.json", ['{"id": 1000, "amount": "x"'])
     logs = home / "logs"
     api = wait_for("the stack's Airflow API login", lambda: Api.connect(
         {"AIRFLOW__API__PORT": env["SLUICE_STACK_API_PORT"]}, credentials=("admin", "admin")), 120,
@@ -85,8 +115,8 @@ def test_a_pipeline_runs_on_the_standalone_cluster_with_the_same_results_as_loca
              logs / "airflow-dag-processor.log", every=3)
     first = trigger_and_wait(api, "st_orders", logs)
     assert first["state"] == "success", first
-    write_orders(landing, "b.json", range(40, 70))
-    write_orders(landing, "c.json", range(30, 45))  # redelivered ids: in the table twice, as in a local run
+    _land(store_env, "b.json", order_lines(range(40, 70)))
+    _land(store_env, "c.json", order_lines(range(30, 45)))  # redelivered ids: in the table twice, as locally
     second = trigger_and_wait(api, "st_orders", logs)
     assert second["state"] == "success", second
     summaries = [json.loads(r["summary"]) if isinstance(r["summary"], str) else r["summary"] for r in (first, second)]
@@ -95,22 +125,20 @@ def test_a_pipeline_runs_on_the_standalone_cluster_with_the_same_results_as_loca
     apps = sorted((home / "spark-work").glob("app-*"))
     assert len(apps) >= 2, apps
 
-    # the same input through a local[*] run: the same table, row for row
+    # the same input through a local[*] run (the same store, no cluster): the same table, row for row
     write_spec(lake.pipelines_dir, orders_spec(name="local_orders", sink={"path": "bronze/local_orders"}))
-    local_env = {k: v for k, v in os.environ.items()}
+    local_env = {**os.environ, **store_env, "SLUICE_LAKE_ROOT": "s3a://lake/lake",
+                 "SLUICE_CHECKPOINT_ROOT": "s3a://lake/checkpoints"}
     done = run(local_env, "run", "local_orders")
     assert done.returncode == 0, done.stderr[-3000:]
-    cluster = spark.read.format("delta").load(str(lake.lake_root / "bronze" / "orders"))
-    local = spark.read.format("delta").load(str(lake.lake_root / "bronze" / "local_orders"))
-    columns = ["id", "ts", "customer", "amount"]
-    assert sorted(map(tuple, cluster.select(columns).collect())) == sorted(map(tuple, local.select(columns).collect()))
-    assert cluster.count() == 85
+    cluster = _orders(store_env, "bronze/orders")
+    assert cluster == _orders(store_env, "bronze/local_orders") and len(cluster) == 85
 
     # make stack-down: every service stops, its ports are free again
     down = run(env, "stack", "down", timeout=300)
     assert down.returncode == 0, down.stderr
-    assert all(name in down.stdout for name in ("airflow-scheduler", "postgres", "spark-worker", "kafka"))
+    assert all(name in down.stdout for name in ("airflow-scheduler", "postgres", "spark-worker", "kafka", "s3"))
     status = run(env, "stack", "status")
     assert status.returncode == 1 and "running" not in status.stdout
-    for name in ("POSTGRES", "API", "SPARK_MASTER"):
+    for name in ("POSTGRES", "API", "SPARK_MASTER", "S3"):
         assert not port_open(int(env[f"SLUICE_STACK_{name}_PORT"])), name
