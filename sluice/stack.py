@@ -291,6 +291,10 @@ class Stack:
     # --- down ---------------------------------------------------------------------------------------
 
     def down(self, timeout: float = 60) -> list[str]:
+        from sluice.kafka_broker import Broker, stop_broker
+
+        own_state = {"s3": (S3Server, s3_home(self.settings), stop_server),
+                     "kafka": (Broker, kafka_home(self.settings), stop_broker)}
         stopped = []
         for name in reversed(self.SERVICES):
             if name == "postgres":
@@ -300,19 +304,11 @@ class Stack:
                     stopped.append(name)
                 self._save(name, None)
                 continue
-            if name == "s3":
-                server = S3Server.load(s3_home(self.settings))
+            if name in own_state:  # a server that keeps its own state in its folder
+                state_class, home, stop = own_state[name]
+                server = state_class.load(home)
                 if server and server.running():
-                    stop_server(server)
-                    stopped.append(name)
-                self._save(name, None)
-                continue
-            if name == "kafka":
-                from sluice.kafka_broker import Broker, stop_broker
-
-                broker = Broker.load(kafka_home(self.settings))
-                if broker and broker.running():
-                    stop_broker(broker)
+                    stop(server)
                     stopped.append(name)
                 self._save(name, None)
                 continue

@@ -11,6 +11,7 @@ the way Spark writes offsets and commits.
 
 from __future__ import annotations
 
+import functools
 import posixpath
 import uuid
 from dataclasses import dataclass
@@ -41,11 +42,18 @@ def local_path(uri: str) -> str | None:
     return _resolve(uri)[1] if is_local_uri(uri) else None
 
 
+@functools.lru_cache(maxsize=8)
+def _store_filesystem(store: ObjectStore) -> pafs.FileSystem:
+    """One Arrow S3 client per store settings, shared by every Storage on it (a client sets up the AWS SDK's
+    connection pool: not once per checkpoint file read)."""
+    return store.arrow()
+
+
 def _resolve(uri: str) -> tuple[pafs.FileSystem, str]:
     if uri.startswith(OBJECT_STORE_SCHEMES):
         # Hadoop's s3a:// is the S3 API: the store's endpoint and credentials from the AWS variables
         bucket, key = bucket_and_key(uri)
-        return ObjectStore.from_env().arrow(), f"{bucket}/{key}".rstrip("/")
+        return _store_filesystem(ObjectStore.from_env()), f"{bucket}/{key}".rstrip("/")
     if uri.startswith("file:"):
         path = uri[5:]
         if path.startswith("//"):
