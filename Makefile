@@ -27,6 +27,7 @@ help:
 	@echo "make kafka-up / kafka-down  a local Kafka broker (KRaft) on 127.0.0.1:9092 (SLUICE_KAFKA_PORT)"
 	@echo "make s3-up / s3-down  a local S3 server (SeaweedFS) on 127.0.0.1:8333 (SLUICE_S3_PORT); its credentials: sluice s3 env"
 	@echo "make chaos   kill runs at random moments (50 rounds per pipeline): 0 lost, 0 duplicated, or exit 1"
+	@echo "             CHAOS_STORAGE=s3: tables and checkpoints in a bucket of the local S3 server, which is also stopped mid-run"
 	@echo "make stack / stack-down  docker-compose's topology as local processes: PostgreSQL, Airflow, Spark standalone, Kafka"
 
 # --- set-up ---------------------------------------------------------------------------------------
@@ -68,11 +69,13 @@ $(STAMPS)/jars: pom.xml
 	mvn -q -B -Dstyle.color=never -P s3-jars package
 	@touch $@
 
-# The fault-injecting file system of the chaos tests (jvm/chaos), compiled against pyspark's own Hadoop jars.
+# The fault-injecting file systems of the chaos tests (jvm/chaos: local disk and S3A), compiled against pyspark's
+# own Hadoop jars and S3A's (var/jars/s3).
 chaos-jar: $(STAMPS)/chaos-jar
-$(STAMPS)/chaos-jar: $(STAMPS)/venv $(wildcard jvm/chaos/dev/sluice/chaos/*.java)
+$(STAMPS)/chaos-jar: $(STAMPS)/venv $(STAMPS)/jars $(wildcard jvm/chaos/dev/sluice/chaos/*.java)
 	@mkdir -p $(STAMPS) var/build/chaos var/jars/chaos
-	javac -nowarn -d var/build/chaos -cp "$$($(BIN)/python -c 'import pyspark, os; print(os.path.dirname(pyspark.__file__))')/jars/*" jvm/chaos/dev/sluice/chaos/*.java
+	rm -rf var/build/chaos/*
+	javac -nowarn -d var/build/chaos -cp "$$($(BIN)/python -c 'import pyspark, os; print(os.path.dirname(pyspark.__file__))')/jars/*:var/jars/s3/*" jvm/chaos/dev/sluice/chaos/*.java
 	jar cf var/jars/chaos/sluice-chaos.jar -C var/build/chaos .
 	@touch $@
 
@@ -106,8 +109,8 @@ bench: install s3-server
 	$(BIN)/python bench/run_bench.py
 
 # Kill runs at random moments, 50 rounds per pipeline (files, Kafka, MERGE); 0 lost / 0 duplicated or exit 1.
-chaos: install
-	$(BIN)/python bench/chaos.py --rounds $${CHAOS_ROUNDS:-50} $${CHAOS_ARGS:---parallel}
+chaos: install s3-server
+	$(BIN)/python bench/chaos.py --rounds $${CHAOS_ROUNDS:-50} --storage $${CHAOS_STORAGE:-local} $${CHAOS_ARGS:---parallel}
 
 test-fast: install s3-server
 	$(BIN)/python -m pytest -m "not e2e"

@@ -28,6 +28,16 @@ Kill modes (``--modes``; a round picks one of those that apply to the pipeline a
                             (``sluice_quarantine_pending``) is written
   before_marker_clear       one-pass path only: after both commits, right before the marker is cleared
 
+With ``--storage s3`` (``make chaos CHAOS_STORAGE=s3``) the tables, the checkpoints and the ledger live in a
+bucket of the project's S3 server (SeaweedFS, started for the run) and the exact moments come from a
+fault-injecting S3A (jvm/chaos's HaltingS3AFileSystem, matched on the object's key). One more fault there:
+
+  store_down                the object store is stopped (killed) while the run waits right before its sink's Delta
+                            commit (a pause in the same file system); the run must fail within
+                            STORE_DOWN_BOUND_SECONDS with "object store unreachable at ...", and, the store
+                            started again, the next run must resume exactly once. These rounds run after the
+                            others, one pipeline at a time (a stopped store stops every run).
+
 The files pipeline is written on the one-pass path; the Kafka pipeline carries an expectation set to
 ``fail`` that never trips, which keeps it on the counted path (quarantine first, then the sink), as MERGE is.
 The exact moments come from a fault-injecting local file system (jvm/chaos, built at set-up into
@@ -35,9 +45,9 @@ var/jars/chaos/sluice-chaos.jar) that halts the JVM -- like kill -9, no shutdown
 is renamed into place (Spark's checkpoint logs, Delta's log and sluice's marker are all written that way) or
 deleted.
 
-    python bench/chaos.py [--rounds 50] [--pipelines files,kafka,merge] [--modes ...] [--seed N]
+    python bench/chaos.py [--rounds 50] [--pipelines files,kafka,merge] [--modes ...] [--seed N] [--storage s3]
 
-Prints a table (and writes bench/results/chaos.{md,json}); exits 1 on any lost, duplicated or stale record
+Prints a table (and writes bench/results/chaos.{md,json}, or chaos-s3.{md,json}); exits 1 on any lost, duplicated or stale record
 in either table, on a run that did not complete after a kill, or on a halt mode that never fired.
 """
 
@@ -63,6 +73,11 @@ sys.path.insert(0, str(HOME))
 
 import yaml  # noqa: E402
 
+from sluice.object_store import (  # noqa: E402
+    ObjectStore,
+    bucket_and_key,
+    delta_rs_location,
+)
 from sluice.settings import load_settings  # noqa: E402
 
 BIN = Path(sys.executable).parent
@@ -76,6 +91,17 @@ HALT_LINE = "sluice chaos: halting the JVM before"
 PIPELINES = ("files", "kafka", "merge")
 HALT_ENV = "SLUICE_CHAOS_HALT_BEFORE"
 HALT_DELETE_ENV = "SLUICE_CHAOS_HALT_BEFORE_DELETE"
+PAUSE_ENV = "SLUICE_CHAOS_PAUSE_BEFORE"
+PAUSE_FILE_ENV = "SLUICE_CHAOS_PAUSE_FILE"
+STORAGES = ("local", "s3")
+STORE_DOWN_BOUND_SECONDS = 180
+"""A run whose object store stops mid-run fails within this long: S3A's bounded retries (3 attempts, 3 retries,
+see ``sluice.spark_conf.s3a_conf``), then the driver's and the launcher's last words to the store (the ledger,
+the lease), each bounded too."""
+STORE_DOWN_LINE = "object store unreachable at"
+LEASE_SECONDS = 10
+"""The lease of the pipeline lock in the bucket during a chaos run: a killed run's lock frees itself after this
+long (60 s by default); the next run waits for it, as an Airflow retry would."""
 ROWS_PER_ROUND = 300
 BAD_PER_ROUND = 30
 """Bad records per round, a third of each kind: malformed JSON, a wrong type, an expectation violated."""
@@ -94,10 +120,91 @@ def chaos_jar() -> Path:
     return jar
 
 
-def chaos_spark_conf() -> dict[str, str]:
+def chaos_spark_conf(storage: str = "local") -> dict[str, str]:
     """The spec's spark_conf that plugs the fault-injecting file system into a run (its jar is on the
-    driver's class path through SPARK_DIST_CLASSPATH, see Harness)."""
+    driver's class path through SPARK_DIST_CLASSPATH, see :class:`Lake`)."""
+    if storage == "s3":
+        return {"spark.hadoop.fs.s3a.impl": "dev.sluice.chaos.HaltingS3AFileSystem",
+                "spark.hadoop.fs.AbstractFileSystem.s3a.impl": "dev.sluice.chaos.HaltingS3A"}
     return {"spark.hadoop.fs.AbstractFileSystem.file.impl": "dev.sluice.chaos.HaltingLocalFs"}
+
+
+@dataclass
+class Lake:
+    """Where a chaos run keeps its tables, checkpoints and ledger: a local folder, or a bucket of the project's
+    S3 server (``server``, a :class:`sluice.s3_server.S3Server`), which the ``store_down`` rounds stop and
+    start again."""
+
+    storage: str
+    lake_root: str
+    checkpoint_root: str
+    env: dict[str, str]
+    """What every run's environment gets: the roots, and for a bucket the server's AWS variables."""
+    server: Any = None
+
+    @classmethod
+    def local(cls, work: Path) -> Lake:
+        return cls("local", str(work / "lake"), str(work / "checkpoints"), {
+            "SLUICE_LAKE_ROOT": str(work / "lake"), "SLUICE_CHECKPOINT_ROOT": str(work / "checkpoints"),
+            "SLUICE_LEDGER": str(work / "lake" / "_sluice" / "ledger"),
+            # appended to the driver's class path (spark.driver.extraClassPath would go first, and the JVM
+            # class archive, sluice.jvm_archive, only applies to a class path that starts as it did at set-up)
+            "SPARK_DIST_CLASSPATH": str(chaos_jar())})
+
+    @classmethod
+    def on_server(cls, server: Any, bucket: str) -> Lake:
+        root = f"s3a://{bucket}"
+        return cls("s3", f"{root}/lake", f"{root}/checkpoints", {
+            **server.env(), "SLUICE_LAKE_ROOT": f"{root}/lake", "SLUICE_CHECKPOINT_ROOT": f"{root}/checkpoints",
+            "SLUICE_LEDGER": f"{root}/lake/_sluice/ledger", "SLUICE_LOCK_LEASE_SECONDS": str(LEASE_SECONDS),
+            # the fault-injecting S3A extends S3A: both on the JVM's own class path, in one class loader
+            "SPARK_DIST_CLASSPATH": os.pathsep.join([str(chaos_jar()), str(load_settings().jars_dir / "s3" / "*")])},
+            server)
+
+    @property
+    def store(self) -> ObjectStore:
+        return ObjectStore.from_env(self.env)
+
+    def key(self, uri: str) -> str:
+        """The path the fault-injecting file system matches: the folder's, or the object key's with a slash."""
+        return "/" + bucket_and_key(uri)[1] if self.storage == "s3" else uri
+
+    def write(self, uri: str, text: str) -> None:
+        """A landing file, whole at once (a rename into place on disk, one put in a bucket)."""
+        if self.storage == "s3":
+            bucket, key = bucket_and_key(uri)
+            with self.store.arrow().open_output_stream(f"{bucket}/{key}") as out:
+                out.write(text.encode("utf-8"))
+            return
+        path = Path(uri)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(path)
+
+    def rows(self, uri: str, columns: list[str]) -> list[dict[str, Any]] | None:
+        """A Delta table's rows (delta-rs: no JVM), None when there is no table."""
+        from deltalake import DeltaTable
+        from deltalake.exceptions import TableNotFoundError
+
+        location, options = delta_rs_location(uri, self.store)
+        try:
+            table = DeltaTable(location, storage_options=options)
+        except TableNotFoundError:
+            return None
+        return table.to_pyarrow_table(columns=columns).to_pylist()
+
+    def stop_store(self) -> None:
+        from sluice.s3_server import stop_server
+
+        stop_server(self.server, crash=True)
+
+    def start_store(self) -> None:
+        """The same server again (its folder, ports and data); the caller's server object follows it."""
+        from sluice.s3_server import start_server
+
+        again = start_server(self.server.home, load_settings().var_dir, port=self.server.port)
+        self.server.pid = again.pid
 
 
 @dataclass
@@ -105,7 +212,7 @@ class Pipeline:
     """One pipeline under test, its input so far, and what its two tables must hold."""
 
     kind: str
-    work: Path
+    lake: Lake
     rng: random.Random
     bootstrap: str | None = None
     next_id: int = 0
@@ -121,21 +228,27 @@ class Pipeline:
     def name(self) -> str:
         return f"chaos_{self.kind}"
 
+    topic_suffix: str = ""
+
     @property
-    def landing(self) -> Path:
-        return self.work / "lake" / "landing" / self.name
+    def landing(self) -> str:
+        return f"{self.lake.lake_root}/landing/{self.name}"
 
     @property
     def topic(self) -> str:
-        return f"{self.name}_{self.work.name}"
+        return f"{self.name}_{self.topic_suffix}"
 
     @property
-    def sink(self) -> Path:
-        return self.work / "lake" / self.name
+    def sink(self) -> str:
+        return f"{self.lake.lake_root}/{self.name}"
 
     @property
-    def quarantine(self) -> Path:
-        return self.work / "lake" / "_quarantine" / self.name
+    def quarantine(self) -> str:
+        return f"{self.lake.lake_root}/_quarantine/{self.name}"
+
+    @property
+    def checkpoint(self) -> str:
+        return f"{self.lake.checkpoint_root}/{self.name}"
 
     def modes(self, wanted: list[str]) -> list[str]:
         """The kill modes that exist for this pipeline's write path."""
@@ -143,7 +256,7 @@ class Pipeline:
 
     def spec(self) -> dict[str, Any]:
         spec: dict[str, Any] = {
-            "name": self.name, "spark_conf": chaos_spark_conf(),
+            "name": self.name, "spark_conf": chaos_spark_conf(self.lake.storage),
             "expectations": [{"name": "positive_amount", "rule": "amount > 0", "on_violation": "quarantine"}],
         }
         if self.kind == "kafka":
@@ -185,10 +298,7 @@ class Pipeline:
             if producer.flush(30) != 0:
                 raise RuntimeError("the Kafka producer could not deliver every record in 30 s")
         else:
-            self.landing.mkdir(parents=True, exist_ok=True)
-            tmp = self.landing / f".round-{self.round:04d}.json.tmp"
-            tmp.write_text("".join(r + "\n" for r in records), encoding="utf-8")
-            tmp.replace(self.landing / f"round-{self.round:04d}.json")
+            self.lake.write(f"{self.landing}/round-{self.round:04d}.json", "".join(r + "\n" for r in records))
 
     def _bad_records(self) -> list[str]:
         """Malformed JSON, a wrong type, an expectation violated: each names its id in its text, which the
@@ -233,11 +343,10 @@ class Pipeline:
         self.rng.shuffle(changes)
         return changes
 
-    def halt_pattern(self, mode: str, settings_env: dict[str, str]) -> tuple[str, str] | None:
+    def halt_pattern(self, mode: str) -> tuple[str, str] | None:
         """The fault-injecting file system's variable and the path it halts before, for an exact mode."""
-        sink = Path(settings_env["SLUICE_LAKE_ROOT"]) / self.name
-        quarantine = Path(settings_env["SLUICE_LAKE_ROOT"]) / "_quarantine" / self.name
-        checkpoint = Path(settings_env["SLUICE_CHECKPOINT_ROOT"]) / self.name
+        sink, quarantine = self.lake.key(self.sink), self.lake.key(self.quarantine)
+        checkpoint = self.lake.key(self.checkpoint)
         return {
             "before_offsets": (HALT_ENV, f"^{checkpoint}/offsets/\\d+$"),
             "before_commit": (HALT_ENV, f"^{sink}/_delta_log/\\d+\\.json$"),
@@ -247,14 +356,14 @@ class Pipeline:
             "before_marker_clear": (HALT_DELETE_ENV, f"^{checkpoint}/sluice_quarantine_pending$"),
         }.get(mode)
 
-    def compare(self, spark) -> dict[str, int]:
+    def compare(self) -> dict[str, int]:
         """Both tables against what was produced, by id."""
         counts: dict[int, int] = {}
         versions: dict[int, int] = {}
-        for row in spark.read.format("delta").load(str(self.sink)).collect():
-            counts[row.id] = counts.get(row.id, 0) + 1
+        for row in self.lake.rows(self.sink, ["id", "version"] if self.kind == "merge" else ["id"]) or []:
+            counts[row["id"]] = counts.get(row["id"], 0) + 1
             if self.kind == "merge":
-                versions[row.id] = row.version
+                versions[row["id"]] = row["version"]
         duplicated = sum(n - 1 for n in counts.values() if n > 1)
         if self.kind == "merge":
             live = {k: v for k, v in self.expected.items() if v is not None}
@@ -267,14 +376,13 @@ class Pipeline:
         unexpected = sum(1 for k in counts if k not in self.expected)  # a bad record in the sink counts here
         quarantined: dict[int, int] = {}
         unknown = 0
-        if (self.quarantine / "_delta_log").is_dir():
-            for row in spark.read.format("delta").load(str(self.quarantine)).select("raw").collect():
-                found = ID_IN_RAW.search(row.raw or "")
-                if found is None:
-                    unknown += 1
-                else:
-                    key = int(found.group(1))
-                    quarantined[key] = quarantined.get(key, 0) + 1
+        for row in self.lake.rows(self.quarantine, ["raw"]) or []:
+            found = ID_IN_RAW.search(row["raw"] or "")
+            if found is None:
+                unknown += 1
+            else:
+                key = int(found.group(1))
+                quarantined[key] = quarantined.get(key, 0) + 1
         return {
             "rows": sum(counts.values()), "lost": lost, "duplicated": duplicated, "stale": stale,
             "unexpected": unexpected,
@@ -290,21 +398,14 @@ ID_IN_RAW = re.compile(r'"id":\s*(\d+)')
 
 
 class Harness:
-    def __init__(self, work: Path, seed: int, kinds: list[str], modes: list[str], bootstrap: str | None = None):
+    def __init__(self, work: Path, seed: int, kinds: list[str], modes: list[str], bootstrap: str | None = None,
+                 lake: Lake | None = None):
         self.work = work
         self.rng = random.Random(seed)
         self.modes = modes
-        self.env = {
-            **os.environ,
-            "SLUICE_LAKE_ROOT": str(work / "lake"),
-            "SLUICE_CHECKPOINT_ROOT": str(work / "checkpoints"),
-            "SLUICE_PIPELINES": str(work / "pipelines"),
-            "SLUICE_LEDGER": str(work / "lake" / "_sluice" / "ledger"),
-            "SPARK_LOCAL_IP": "127.0.0.1",
-            # appended to the driver's class path (spark.driver.extraClassPath would go first, and the JVM
-            # class archive, sluice.jvm_archive, only applies to a class path that starts as it did at set-up)
-            "SPARK_DIST_CLASSPATH": str(chaos_jar()),
-        }
+        self.lake = lake or Lake.local(work)
+        self.env = {**os.environ, **self.lake.env, "SLUICE_PIPELINES": str(work / "pipelines"),
+                    "SPARK_LOCAL_IP": "127.0.0.1"}
         (work / "pipelines").mkdir(parents=True, exist_ok=True)
         self.broker = None
         if "kafka" in kinds and bootstrap is None:
@@ -312,7 +413,8 @@ class Harness:
 
             self.broker = start_broker(work / "kafka", load_settings().jars_dir)
             bootstrap = self.broker.bootstrap_servers
-        self.pipelines = [Pipeline(k, work, random.Random(self.rng.random()), bootstrap=bootstrap) for k in kinds]
+        self.pipelines = [Pipeline(k, self.lake, random.Random(self.rng.random()), bootstrap=bootstrap,
+                                   topic_suffix=work.name) for k in kinds]
         for pipeline in self.pipelines:
             if pipeline.kind == "kafka":
                 from sluice.kafka_broker import create_topic
@@ -322,7 +424,8 @@ class Harness:
         self.clean_wall: dict[str, float] = {}
         self.results: dict[str, dict[str, Any]] = {
             p.kind: {"rounds": 0, "kills": {m: 0 for m in MODES}, "missed_by_mode": {m: 0 for m in MODES},
-                     **{o: 0 for o in OUTCOMES}, "replayed_batches": 0, "failures": [], "never_fired": []}
+                     **{o: 0 for o in OUTCOMES}, "replayed_batches": 0, "failures": [], "never_fired": [],
+                     "store_down": []}
             for p in self.pipelines
         }
 
@@ -332,10 +435,13 @@ class Harness:
 
             stop_broker(self.broker)
 
-    def _start(self, pipeline: Pipeline, halt: tuple[str, str] | None) -> subprocess.Popen:
-        env = {k: v for k, v in self.env.items() if k not in (HALT_ENV, HALT_DELETE_ENV)}
+    def _start(self, pipeline: Pipeline, halt: tuple[str, str] | None,
+               pause: tuple[str, Path] | None = None) -> subprocess.Popen:
+        env = {k: v for k, v in self.env.items() if k not in (HALT_ENV, HALT_DELETE_ENV, PAUSE_ENV, PAUSE_FILE_ENV)}
         if halt:
             env[halt[0]] = halt[1]
+        if pause:
+            env[PAUSE_ENV], env[PAUSE_FILE_ENV] = pause[0], str(pause[1])
         return subprocess.Popen(
             [str(BIN / "sluice"), "run", pipeline.name], env=env, cwd=HOME,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -343,9 +449,16 @@ class Harness:
         )
 
     def run_clean(self, pipeline: Pipeline) -> dict[str, Any]:
+        """A run to its end. In a bucket, the lock of a run that was killed holds until its lease ends
+        (:data:`LEASE_SECONDS`): a run refused for it is started again, as an Airflow retry would."""
         started = time.monotonic()
-        proc = self._start(pipeline, None)
-        out, err = proc.communicate(timeout=600)
+        while True:
+            proc = self._start(pipeline, None)
+            out, err = proc.communicate(timeout=600)
+            busy = proc.returncode != 0 and "is already running" in err
+            if not (busy and self.lake.storage == "s3" and time.monotonic() - started < 4 * LEASE_SECONDS):
+                break
+            time.sleep(LEASE_SECONDS / 4)
         self.clean_wall[pipeline.kind] = time.monotonic() - started
         if proc.returncode != 0:
             raise RuntimeError(f"{pipeline.name}: the run after the kill failed (exit {proc.returncode}):\n{err[-3000:]}")
@@ -353,7 +466,7 @@ class Harness:
 
     def kill_run(self, pipeline: Pipeline, mode: str) -> str:
         """Start a run, kill it as ``mode`` says, and say what happened: one of :data:`OUTCOMES`."""
-        halt = pipeline.halt_pattern(mode, self.env)
+        halt = pipeline.halt_pattern(mode)
         proc = self._start(pipeline, halt)
         if halt is None:  # random: kill -9 of the whole tree after a random delay
             delay = pipeline.rng.uniform(0.5, 1.1 * self.clean_wall.get(pipeline.kind, 20.0))
@@ -395,13 +508,51 @@ class Harness:
         result["replayed_batches"] += len(summary.get("skipped_batches") or [])
         return outcome
 
-    def run(self, rounds: int, spark, plan: dict[str, list[str]] | None = None,
-            parallel: bool = False) -> dict[str, dict[str, Any]]:
+    def store_down_round(self, pipeline: Pipeline) -> dict[str, Any]:
+        """New input; a run paused right before its sink's Delta commit; the store stopped (killed) in that
+        pause; the run must fail within :data:`STORE_DOWN_BOUND_SECONDS` and name the store; the store started
+        again, a clean run. Returns what was seen (``ok`` False and ``why`` when the run did not fail so)."""
+        pipeline.produce()
+        flag = self.work / f"paused-{pipeline.kind}-{pipeline.round}"
+        flag.unlink(missing_ok=True)
+        proc = self._start(pipeline, None, pause=(f"^{self.lake.key(pipeline.sink)}/_delta_log/\\d+\\.json$", flag))
+        deadline = time.monotonic() + 600
+        while not flag.exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        if not flag.exists():
+            _kill_tree(proc)
+            out, err = proc.communicate()
+            raise RuntimeError(f"{pipeline.name}: the run never paused before its Delta commit "
+                               f"(exit {proc.returncode}):\n{err[-3000:]}")
+        self.lake.stop_store()
+        stopped = time.monotonic()
+        flag.unlink()  # the run goes on, into a store that does not answer
+        try:
+            out, err = proc.communicate(timeout=STORE_DOWN_BOUND_SECONDS + 300)
+        except subprocess.TimeoutExpired:
+            _kill_tree(proc)
+            out, err = proc.communicate()
+        seconds = round(time.monotonic() - stopped, 1)
+        self.lake.start_store()
+        summary = _last_json(out) or {}
+        error = str(summary.get("error") or "")
+        seen = {"round": pipeline.round, "exit": proc.returncode, "seconds_to_fail": seconds, "error": error[:400]}
+        why = ("the run did not fail" if proc.returncode == 0 else
+               f"it failed after {seconds} s (bound {STORE_DOWN_BOUND_SECONDS} s)" if seconds > STORE_DOWN_BOUND_SECONDS
+               else f"its error does not say {STORE_DOWN_LINE!r}" if STORE_DOWN_LINE not in error else None)
+        if why:
+            seen["why"], seen["stderr"] = why, err[-2000:]
+        self.run_clean(pipeline)
+        return {**seen, "ok": why is None}
+
+    def run(self, rounds: int, plan: dict[str, list[str]] | None = None, parallel: bool = False,
+            store_down_rounds: int = 0) -> dict[str, dict[str, Any]]:
         """``rounds`` counted rounds per pipeline, each with a kill mode drawn at random; or, with ``plan``,
         the kill modes given per pipeline kind, in order (the test suite's short, deterministic version).
         A round whose kill missed (the run finished first) is drawn again, up to ``rounds`` more times.
         ``parallel``: the pipelines' rounds run at the same time, one thread each (runs of different
-        pipelines overlap, as they do in production; on 2 cores the whole takes about half the time)."""
+        pipelines overlap, as they do in production; on 2 cores the whole takes about half the time).
+        Then, in a bucket, ``store_down_rounds`` per pipeline, one pipeline at a time."""
         if parallel:
             import threading
 
@@ -409,7 +560,7 @@ class Harness:
 
             def worker(pipeline: Pipeline) -> None:
                 try:
-                    self._rounds_of(pipeline, rounds, spark, plan)
+                    self._rounds_of(pipeline, rounds, plan)
                 except BaseException as err:  # noqa: BLE001 - re-raised in the main thread
                     errors.append(err)
 
@@ -422,17 +573,27 @@ class Harness:
                 raise errors[0]
         else:
             for pipeline in self.pipelines:
-                self._rounds_of(pipeline, rounds, spark, plan)
+                self._rounds_of(pipeline, rounds, plan)
+        if store_down_rounds and self.lake.storage != "s3":
+            raise ValueError("store_down rounds stop an object store: run them with a bucket (--storage s3)")
+        for pipeline in self.pipelines:
+            for n in range(store_down_rounds):
+                seen = self.store_down_round(pipeline)
+                check = pipeline.compare()
+                log(f"{pipeline.kind} store_down {n + 1}/{store_down_rounds}: {seen} {check}")
+                self.results[pipeline.kind]["store_down"].append(seen)
+                if not seen["ok"] or any(check[k] for k in BAD_COUNTS):
+                    self.results[pipeline.kind]["failures"].append({"mode": "store_down", **seen, **check})
         for pipeline in self.pipelines:
             result = self.results[pipeline.kind]
-            result.update(pipeline.compare(spark))
+            result.update(pipeline.compare())
             result["produced"] = pipeline.produced
             # a halt mode that was tried and never stopped a run proves nothing: the harness is wrong
             result["never_fired"] = [m for m in MODES if m != "random" and result["missed_by_mode"][m]
                                      and not result["kills"][m]]
         return self.results
 
-    def _rounds_of(self, pipeline: Pipeline, rounds: int, spark, plan) -> None:
+    def _rounds_of(self, pipeline: Pipeline, rounds: int, plan) -> None:
         if plan is not None:
             modes = list(plan.get(pipeline.kind, []))
         else:
@@ -446,7 +607,7 @@ class Harness:
         while n < len(modes):
             mode = modes[n]
             outcome = self.round(pipeline, mode)
-            check = pipeline.compare(spark)
+            check = pipeline.compare()
             log(f"{pipeline.kind} round {n + 1}/{len(modes)} ({mode}, {outcome}): {check}")
             if any(check[k] for k in BAD_COUNTS):
                 self.results[pipeline.kind]["failures"].append({"round": n + 1, "mode": mode, **check})
@@ -471,14 +632,18 @@ def _kill_tree(proc: subprocess.Popen) -> None:
         pass
 
 
-def _summary_printed(out: str) -> bool:
-    lines = out.strip().splitlines()
-    if not lines:
-        return False
+def _last_json(out: str) -> dict[str, Any] | None:
+    """The run summary: `sluice run`'s last stdout line, when it printed one."""
+    lines = (out or "").strip().splitlines()
     try:
-        return "status" in json.loads(lines[-1])
+        data = json.loads(lines[-1]) if lines else None
     except ValueError:
-        return False
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _summary_printed(out: str) -> bool:
+    return "status" in (_last_json(out) or {})
 
 
 def table_of(results: dict[str, dict[str, Any]]) -> str:
@@ -496,6 +661,13 @@ def table_of(results: dict[str, dict[str, Any]]) -> str:
     for kind, r in results.items():
         kills.append(f"| {kind} | " + " | ".join(f"{r['kills'][m]} ({r['missed_by_mode'][m]} missed)" for m in MODES)
                      + " |")
+    down = [(kind, r["store_down"]) for kind, r in results.items() if r.get("store_down")]
+    if down:
+        kills += ["", f"| pipeline | store stopped mid-run | failed naming the store | seconds to fail (bound "
+                      f"{STORE_DOWN_BOUND_SECONDS}) |", "|---|---|---|---|"]
+        for kind, seen in down:
+            kills.append(f"| {kind} | {len(seen)} | {sum(s['ok'] for s in seen)} | "
+                         f"{', '.join(str(s['seconds_to_fail']) for s in seen)} |")
     return "\n".join(lines + kills)
 
 
@@ -512,6 +684,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true", help="keep the work folder (tables, checkpoints)")
     parser.add_argument("--parallel", action="store_true",
                         help="run the pipelines' rounds at the same time (one thread per pipeline)")
+    parser.add_argument("--storage", default="local", choices=STORAGES,
+                        help="local disk, or a bucket of the project's S3 server started for the run (s3)")
+    parser.add_argument("--store-down-rounds", type=int, default=2,
+                        help="with --storage s3: rounds per pipeline that stop the store mid-run (default 2)")
     args = parser.parse_args(argv)
     kinds = [k for k in args.pipelines.split(",") if k]
     modes = [m for m in args.modes.split(",") if m]
@@ -520,32 +696,46 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown pipeline or mode: {', '.join(bad)}; pipelines: {', '.join(PIPELINES)}; "
                      f"modes: {', '.join(MODES)}")
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from spark_jobs.session import local_session
-
     work = Path(tempfile.mkdtemp(prefix="sluice-chaos-", dir=HOME / "var"))
-    spark = local_session(load_settings(), app_name="sluice-chaos-check")
-    spark.sparkContext.setLogLevel("ERROR")
-    harness = Harness(work, args.seed, kinds, modes)
+    server = None
+    lake = None
+    if args.storage == "s3":
+        from sluice.kafka_broker import free_port
+        from sluice.s3_server import create_bucket, start_server
+
+        server = start_server(work / "s3", load_settings().var_dir, port=free_port())
+        create_bucket(server, "chaos")
+        lake = Lake.on_server(server, "chaos")
     started = time.monotonic()
     try:
-        results = harness.run(args.rounds, spark, parallel=args.parallel)
+        harness = Harness(work, args.seed, kinds, modes, lake=lake)
+        try:
+            results = harness.run(args.rounds, parallel=args.parallel,
+                                  store_down_rounds=args.store_down_rounds if server else 0)
+        finally:
+            harness.close()
     finally:
-        harness.close()
-        spark.stop()
+        if server is not None:
+            from sluice.s3_server import stop_server
+
+            stop_server(server, crash=True)
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
     table = table_of(results)
     print(table)
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "chaos.json").write_text(json.dumps(
-        {"rounds": args.rounds, "seed": args.seed, "modes": modes, "parallel": args.parallel, "minutes": round((time.monotonic() - started) / 60, 1),
-         "results": results}, indent=2), encoding="utf-8")
-    (RESULTS / "chaos.md").write_text(table + "\n", encoding="utf-8")
+    stem = "chaos" if args.storage == "local" else f"chaos-{args.storage}"
+    (RESULTS / f"{stem}.json").write_text(json.dumps(
+        {"rounds": args.rounds, "seed": args.seed, "modes": modes, "parallel": args.parallel,
+         "storage": args.storage, "minutes": round((time.monotonic() - started) / 60, 1), "results": results},
+        indent=2), encoding="utf-8")
+    (RESULTS / f"{stem}.md").write_text(table + "\n", encoding="utf-8")
     if failed(results):
-        print("chaos: records were lost, duplicated or stale, or a halt mode never fired (see the table and "
-              "chaos.json)", file=sys.stderr)
+        print(f"chaos: records were lost, duplicated or stale, a halt mode never fired, or a run did not fail as "
+              f"it should when the store stopped (see the table and {stem}.json)", file=sys.stderr)
         return 1
-    print(f"chaos: 0 lost, 0 duplicated, 0 stale in both tables over {args.rounds} rounds per pipeline")
+    print(f"chaos: 0 lost, 0 duplicated, 0 stale in both tables over {args.rounds} rounds per pipeline "
+          f"({args.storage})")
     return 0
 
 

@@ -21,6 +21,7 @@ import fcntl
 import json
 import os
 import socket
+import sys
 import threading
 import time
 import uuid
@@ -310,9 +311,15 @@ class LeaseLock:
             if self in _held:
                 _held.remove(self)
         if self._etag is not None and self._lost is None:
-            current = self._current()
-            if current is not None and current[0] == self._etag:
-                self.client.delete_object(Bucket=self.bucket, Key=self.key)
+            try:
+                current = self._current()
+                if current is not None and current[0] == self._etag:
+                    self.client.delete_object(Bucket=self.bucket, Key=self.key)
+            except Exception as err:  # noqa: BLE001 - the run's own outcome stands; the lease ends by itself
+                # the store did not answer (it stopped mid-run): the lock is left, and frees itself when its
+                # lease ends, as a dead holder's does. Raising here would hide why the run failed.
+                print(f"sluice: could not release the lock {self.path} ({type(err).__name__}: {err}): it frees "
+                      f"itself {self.lease_seconds:.0f} s after this run (its lease)", file=sys.stderr, flush=True)
         self._etag = None
 
     def __enter__(self) -> LeaseLock:

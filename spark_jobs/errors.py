@@ -5,7 +5,35 @@ from __future__ import annotations
 
 def describe_error(err: BaseException) -> str:
     """The error's first line, and its root cause's when that is another one: Spark wraps the cause
-    (a Kafka data-loss check, a schema mismatch) in generic "task failed" / "query terminated" errors."""
+    (a Kafka data-loss check, a schema mismatch) in generic "task failed" / "query terminated" errors. An
+    object store that stopped answering during the run is named first (:func:`store_unreachable`)."""
+    text = _describe(err)
+    return store_unreachable(text) or text
+
+
+STORE_PLACES = ("s3a://", "s3://", "S3A", "AWS Error", "endpoint URL", "amazonaws")
+"""Words that put a failed connection on the object store (and not on, say, a Kafka broker)."""
+CONNECTION_FAILED = ("Connection refused", "connect timed out", "Connect timed out", "UnknownHostException",
+                     "Unable to execute HTTP request", "Couldn't connect to server", "NETWORK_CONNECTION",
+                     "Could not connect to the endpoint URL", "Connection reset", "error sending request")
+
+
+def store_unreachable(text: str) -> str | None:
+    """``text`` (a failure's description) said as the object store not answering, when it is one: a failed
+    connection to the store's endpoint, from S3A (Spark, Delta), Arrow (the checkpoint), boto3 (the lock) or
+    delta-rs (the ledger). None for anything else."""
+    from sluice.object_store import ObjectStore
+
+    store = ObjectStore.from_env()
+    places = STORE_PLACES + ((store.endpoint.split("://")[-1],) if store.endpoint else ())
+    if not any(mark in text for mark in CONNECTION_FAILED) or not any(place in text for place in places):
+        return None
+    return (f"object store unreachable at {store.where} during the run: {text} -- start the store (or fix "
+            "AWS_ENDPOINT_URL) and run again: nothing after the last committed batch was kept, and the next "
+            "run resumes from the checkpoint, exactly once")
+
+
+def _describe(err: BaseException) -> str:
     java = getattr(err, "java_exception", None)
     if java is not None:
         # a Py4JJavaError (a failed Spark action inside a micro-batch): its str() is only "An error occurred

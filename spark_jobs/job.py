@@ -20,6 +20,7 @@ import signal
 import sys
 import threading
 import time
+import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -81,6 +82,13 @@ class JobRecord:
             body()
         except (PipelineBusy, *refusals) as refused:
             self.summary.error, self.summary.refused = f"refused: {refused}", True
+        except Exception as err:  # noqa: BLE001 - the summary is written all the same, with what failed
+            # an error the body did not report itself, or one met while reporting an earlier one (an object
+            # store that stopped answering fails the commit, then the reading of the table's version): the
+            # first error is the cause, and stays the summary's
+            traceback.print_exc()  # the whole story for whoever reads the Spark output
+            if self.summary.error is None:
+                self.summary.error = describe_error(err)
         finally:
             if lock is not None:
                 lock.release()

@@ -1,5 +1,6 @@
 """Faults across process boundaries: a second run, a killed launcher, Airflow's on_kill, and the short chaos
-run (kill -9 at random and at exact moments, then compare the tables with the input by id)."""
+runs (kill -9 at random and at exact moments, then compare the tables with the input by id), on local disk
+and in a bucket of the real S3 server, which one round stops mid-run."""
 
 from __future__ import annotations
 
@@ -12,7 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from bench.chaos import BAD_COUNTS, BAD_PER_ROUND, ROWS_PER_ROUND, Harness
+from bench.chaos import (
+    BAD_COUNTS,
+    BAD_PER_ROUND,
+    ROWS_PER_ROUND,
+    STORE_DOWN_BOUND_SECONDS,
+    Harness,
+    Lake,
+)
 from sluice.process import descendants
 from tests.e2e.conftest import BIN, last_json_line, sluice, wait_for
 from tests.helpers import orders_spec, write_orders, write_spec
@@ -108,7 +116,7 @@ def test_airflow_on_kill_kills_the_whole_spark_submit_tree(lake, airflow_db):
 
 
 @pytest.mark.timeout(1800)  # 9 kills and 9 clean runs: on a machine busy with other work, past the 900 s default
-def test_short_chaos_run_loses_and_duplicates_nothing(tmp_path, spark, kafka_broker):
+def test_short_chaos_run_loses_and_duplicates_nothing(tmp_path, kafka_broker):
     # every pipeline gets the exact kill between the Delta commit and the checkpoint commit, and a halt before
     # its quarantine table's commit (on the files pipeline's one-pass path: between the batch's two commits);
     # files also the marker's clear and a kill -9 of the whole process tree at a random moment, the MERGE a
@@ -119,7 +127,7 @@ def test_short_chaos_run_loses_and_duplicates_nothing(tmp_path, spark, kafka_bro
             "merge": ["between_commits", "before_commit"]}
     harness = Harness(tmp_path / "chaos", seed=7, kinds=list(plan), modes=["random"],
                       bootstrap=kafka_broker.bootstrap_servers)
-    results = harness.run(0, spark, plan=plan)
+    results = harness.run(0, plan=plan)
     print(json.dumps(results, indent=1))
     for kind, result in results.items():
         halts = [m for m in plan[kind] if m != "random"]
@@ -139,3 +147,37 @@ def test_short_chaos_run_loses_and_duplicates_nothing(tmp_path, spark, kafka_bro
         assert result["quarantine_rows"] == BAD_PER_ROUND * inputs, kind
     assert results["files"]["killed_in_flight"] == 1
     assert results["files"]["rows"] == ROWS_PER_ROUND * (4 + 1 + results["files"]["missed"])  # + the clean first run
+
+
+@pytest.mark.timeout(1800)
+def test_short_chaos_run_in_a_bucket_loses_nothing_and_a_stopped_store_fails_the_run_in_bounded_time(
+        tmp_path, s3_server):
+    # tables, checkpoints, ledger and lock in a bucket; the exact moments come from the fault-injecting S3A
+    # (jvm/chaos): a halt right before the sink's Delta commit (data files written), one between the Delta
+    # commit and the checkpoint's commits/N, a kill -9 of the whole tree at a random moment. Then the store
+    # itself is killed while a run waits right before its Delta commit.
+    from sluice.s3_server import create_bucket
+
+    create_bucket(s3_server, "chaos-faults")
+    plan = {"files": ["before_commit", "between_commits", "random"]}
+    harness = Harness(tmp_path / "chaos", seed=11, kinds=["files"], modes=["random"],
+                      lake=Lake.on_server(s3_server, "chaos-faults"))
+    results = harness.run(0, plan=plan, store_down_rounds=1)
+    print(json.dumps(results, indent=1))
+    result = results["files"]
+    assert result["halted"] == 2 and result["never_fired"] == [], result
+    assert result["kills"]["before_commit"] == 1 and result["kills"]["between_commits"] == 1
+    assert result["killed_in_flight"] == 1 and result["rounds"] == 3
+    assert result["failures"] == [], result["failures"]
+    for key in BAD_COUNTS:
+        assert result[key] == 0, (key, result)
+    assert result["replayed_batches"] >= 1  # the halt between the commits: Delta had the batch, the rerun skipped it
+    [down] = result["store_down"]
+    # the run failed, within the bound, saying which store did not answer; the next run then took the batch
+    assert down["ok"] and down["exit"] == 1 and down["seconds_to_fail"] <= STORE_DOWN_BOUND_SECONDS, down
+    assert down["error"].startswith(f"object store unreachable at {s3_server.endpoint} during the run: "), down
+    # every input once: the clean first run before the random kill, three rounds, the store-down round, and any
+    # random kill drawn again because the run finished first
+    inputs = 1 + 3 + 1 + result["missed"]
+    assert result["rows"] == ROWS_PER_ROUND * inputs
+    assert result["quarantine_rows"] == BAD_PER_ROUND * inputs

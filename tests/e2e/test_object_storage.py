@@ -376,3 +376,44 @@ def test_merge_reset_and_maintenance_of_a_table_in_a_bucket(bucket, aws_env, lak
     sink = maintained["tables"]["sink"]
     assert sink["optimize"]["files_removed"] >= 2 and sink["vacuum"]["files_deleted"] >= 2, sink
     assert _read(f"{root}/lake/silver/latest", "id", "amount") == latest
+
+
+def test_a_landing_object_rewritten_after_it_was_ingested_is_seen_and_reingested_once(bucket, aws_env, lake,
+                                                                                      monkeypatch):
+    """source.on_overwrite in a bucket: the object's Last-Modified against the time Spark's source log holds
+    (to the second), its copy staged in the bucket, ingested once by the companion query."""
+    from tests.e2e.conftest import last_json_line, sluice
+    from tests.helpers import write_spec
+
+    root = f"s3a://{bucket}/rewritten"
+    monkeypatch.setenv("SLUICE_LAKE_ROOT", f"{root}/lake")
+    monkeypatch.setenv("SLUICE_CHECKPOINT_ROOT", f"{root}/checkpoints")
+    write_spec(lake.pipelines_dir, {
+        "name": "corrected", "source": {"format": "json", "path": "landing", "schema": "id BIGINT, amount DOUBLE",
+                                        "on_overwrite": "reingest"},
+        "sink": {"path": "silver/corrected", "mode": "merge", "keys": ["id"]}})
+
+    def run() -> dict:
+        done = sluice("run", "corrected")
+        assert done.returncode == 0, done.stderr[-3000:]
+        return last_json_line(done.stdout)
+
+    _land(bucket, "rewritten/lake/landing/a.json", range(0, 3))
+    _land(bucket, "rewritten/lake/landing/b.json", range(3, 5))
+    first = run()
+    assert first["overwritten_files"] == {"checked": True, "count": 0, "paths": [], "action": "reingest"}
+    assert first["input_rows"] == 5
+    time.sleep(1.2)  # Last-Modified is kept to the second: the rewrite lands in a later one
+    with ObjectStore.from_env().arrow().open_output_stream(f"{bucket}/rewritten/lake/landing/a.json") as out:
+        out.write("".join(json.dumps({"id": i, "amount": 100.0 + i}) + "\n" for i in (1, 2, 7)).encode())
+    second = run()
+    rewritten = second["overwritten_files"]
+    assert (rewritten["checked"], rewritten["count"], rewritten["copied"]) == (True, 1, 1), rewritten
+    assert rewritten["paths"] == [f"{root}/lake/landing/a.json"]
+    assert second["reingest"]["input_rows"] == 3, second["reingest"]
+    assert _read(f"{root}/lake/silver/corrected", "id", "amount") == [
+        (0, 0.0), (1, 101.0), (2, 102.0), (3, 4.5), (4, 6.0), (7, 107.0)]
+    # the copy ingested is deleted from the bucket; the version stays known: not reported or taken again
+    assert Storage(f"{root}/checkpoints/corrected/reingest/files").walk_files() == []
+    third = run()
+    assert (third["input_rows"], third["overwritten_files"]["count"]) == (0, 0), third

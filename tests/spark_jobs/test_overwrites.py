@@ -105,7 +105,7 @@ def test_reingest_into_an_append_sink_ingests_each_version_once(spark, lake):
     assert (second["input_rows"], second["output_rows"]) == (4, 4)  # the new file's row and the new version's 3
     # an append sink keeps the old rows too (a merge sink replaces them: the next test)
     assert rows(spark, spec, lake) == [(1, "a"), (1, "a2"), (2, "b"), (2, "b2"), (3, "c"), (4, "d")]
-    assert not [p for p in staging_folder(spec.checkpoint_path(lake)).rglob("*") if p.is_file()]  # copy deleted
+    assert not [p for p in Path(staging_folder(spec.checkpoint_path(lake))).rglob("*") if p.is_file()]  # copy deleted
 
     third = run(spark, spec, lake)  # the same version: done, not reported, not ingested again
     assert (third["input_rows"], third["overwritten_files"]["count"]) == (0, 0)
@@ -170,7 +170,7 @@ def test_the_source_log_is_read_across_compactions(spark, lake):
     assert sorted(p.name for p in (Path(checkpoint) / "sources" / "0").glob("*.compact")) == ["9.compact"]
     assert len(source_log(checkpoint)) == 12
     rewritten = land(lake, "f03.json", [(3, "y")], later_by_s=5)
-    assert [r.path for r in find_rewritten(spec.source_path(lake), checkpoint)] == [rewritten]
+    assert [r.path for r in find_rewritten(spec.source_path(lake), checkpoint)] == [str(rewritten)]
 
 
 def test_reingest_needs_a_stateless_transform():
@@ -210,7 +210,7 @@ def test_a_copy_left_after_its_batch_was_committed_is_cleaned_up_not_ingested_ag
     (entry,) = source_log(companion_checkpoint(checkpoint))
     copy = Path(local_file(entry["path"]))
     shutil.copyfile(landed, copy)
-    assert copy.name.startswith("f.sluice-v") and copy.parent == staging_folder(checkpoint)
+    assert copy.name.startswith("f.sluice-v") and copy.parent == Path(staging_folder(checkpoint))
 
     after = run(spark, spec, lake)
     assert (after["input_rows"], after["overwritten_files"]["count"]) == (0, 0)
