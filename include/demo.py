@@ -105,6 +105,7 @@ def main() -> None:
             run([str(BIN / "sluice"), "kafka", "down"])
     run([str(BIN / "sluice"), "show", PIPELINE, "--limit", "5"])
     run([str(BIN / "sluice"), "show", CHAIN[-1], "--limit", "12"])
+    run([str(BIN / "sluice"), "backlog"])  # what waits for each pipeline now: nothing, for the ones that ran
     print(
         f"\nDone. Files: the first run ingested {first['input_rows']} rows, the second exactly the "
         f"{second['input_rows']} new ones. Kafka: {first_clicks['input_rows']} then exactly the "

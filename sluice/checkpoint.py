@@ -17,7 +17,9 @@ import time
 import uuid
 from collections.abc import Callable
 from typing import Any, Protocol
+from urllib.parse import unquote
 
+from sluice.object_store import OBJECT_STORE_SCHEMES
 from sluice.storage import Storage
 
 SPEC_FILE = "sluice.json"
@@ -214,3 +216,25 @@ class Checkpoint:
                     parent.delete_dir(entry.name)
         parent.move(name, aside)
         return f"{parent_uri}/{aside}"
+
+
+def local_file(uri: str) -> str | None:
+    """A source log entry's path (``file:///...``, percent-encoded) as a local path; None for other schemes.
+    Called once per ingested file on every run: string slicing, not ``urlparse`` (3x the time at 10,000)."""
+    if uri.startswith("file:"):
+        path = uri[5:]
+        if path.startswith("//"):  # file:///abs (an empty authority)
+            path = path[2:]
+    elif "://" in uri:
+        return None
+    else:
+        path = uri
+    return unquote(path) if "%" in path else path
+
+
+def source_file(uri: str) -> str | None:
+    """A source log entry's path as sluice names the file: a local path, or an object store URI (decoded);
+    None for a scheme sluice does not read itself (``hdfs://``...)."""
+    if uri.startswith(OBJECT_STORE_SCHEMES):
+        return unquote(uri) if "%" in uri else uri
+    return local_file(uri)

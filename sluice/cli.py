@@ -185,6 +185,32 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
     return show_status(spec, settings, limit=args.limit, as_json=args.json)
 
 
+def cmd_backlog(args: argparse.Namespace, settings: Settings) -> int:
+    """What waits for each pipeline (every one in the folder by default): no Spark job, no Airflow."""
+    from sluice.backlog import describe, measure
+    from sluice.catalog import resolve_upstream
+
+    paths = [resolve_spec_path(name, settings) for name in args.names] or spec_files(settings.pipelines_dir)
+    found, bad = [], 0
+    for path in paths:
+        try:
+            spec = resolve_upstream(load_spec(path), settings)
+        except SpecError as err:
+            bad += 1
+            print(f"invalid: {err}", file=sys.stderr)
+            continue
+        found.append({"pipeline": spec.name, **measure(spec, settings, timeout_seconds=args.timeout)})
+    if args.json:
+        for backlog in found:
+            print(json.dumps(backlog))
+    else:
+        width = max([len(b["pipeline"]) for b in found] + [8])
+        print(f"{'pipeline':<{width}}  {'source':<6}  backlog")
+        for backlog in found:
+            print(f"{backlog['pipeline']:<{width}}  {backlog['source']:<6}  {describe(backlog)}")
+    return 1 if bad else 0
+
+
 def cmd_airflow(args: argparse.Namespace, settings: Settings) -> int:
     _apply_env(settings)
     airflow = str(Path(sys.executable).parent / "airflow")
@@ -342,6 +368,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--limit", type=int, default=10, help="runs to print (default 10)")
     p.add_argument("--json", action="store_true", help="one JSON object per run instead of a table")
     p.set_defaults(func=cmd_status)
+
+    p = sub.add_parser("backlog", help="what waits for each pipeline: unseen files, Kafka lag, upstream versions "
+                                       "(no Spark, no Airflow)")
+    p.add_argument("names", nargs="*", metavar="NAME", help="pipeline names or spec files (default: every spec)")
+    p.add_argument("--json", action="store_true", help="one JSON object per pipeline instead of a table")
+    p.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
+                   help="how long to wait for a Kafka broker's answer (default 10)")
+    p.set_defaults(func=cmd_backlog)
 
     p = sub.add_parser("show", help="print a pipeline's Delta table: versions and rows")
     p.add_argument("spec", metavar="SPEC", help="spec file or pipeline name")

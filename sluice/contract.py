@@ -274,6 +274,10 @@ class RunSummary(Summary):
     bad_records_query: dict[str, Any] | None = None
     overwritten_files: dict[str, Any] | None = None
     reingest: ReingestReport | None = None
+    backlog_before: dict[str, Any] | None = None
+    """What waited for the pipeline when the run began (:mod:`sluice.backlog`); a dry run's prediction."""
+    backlog_after: dict[str, Any] | None = None
+    """What waited when it ended: what arrived during the run (a real run only)."""
 
     def headline(self) -> str:
         return (f"{self.batches} batches, {self.input_rows} rows in, {self.output_rows} rows out, Delta version "

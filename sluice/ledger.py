@@ -93,6 +93,9 @@ def arrow_schema():
         ("upstream_version", pa.int64()),
         ("rebuilt_slices", pa.list_(pa.string())),
         ("upstream_changes", pa.string()),
+        # what waited for the pipeline when the run began and ended (sluice.backlog; JSON)
+        ("backlog_before", pa.string()),
+        ("backlog_after", pa.string()),
         ("micro_batches", pa.list_(batch)),
         ("summary", pa.string()),
     ])
@@ -146,6 +149,8 @@ def ledger_row(summary: Summary) -> dict[str, Any]:
         "upstream_version": follow.get("through_version"),
         "rebuilt_slices": [r["slice"] for r in follow.get("rebuilds") or [] if r.get("written")] if follow else None,
         "upstream_changes": json.dumps(follow) if follow else None,
+        "backlog_before": _text(run.backlog_before),
+        "backlog_after": _text(run.backlog_after),
         "micro_batches": [
             {
                 "batch_id": b.batch_id,

@@ -12,7 +12,7 @@ STATUS_COLUMNS = (
     ("started_at", "started (UTC)"), ("run_id", "run"), ("mode", "mode"), ("status", "status"),
     ("batches", "batches"), ("input_rows", "rows in"), ("output_rows", "rows out"),
     ("quarantined_rows", "quarantined"),
-    ("versions", "versions"), ("duration_s", "secs"), ("error", "error"),
+    ("versions", "versions"), ("backlog", "backlog after"), ("duration_s", "secs"), ("error", "error"),
 )
 
 
@@ -28,6 +28,7 @@ def status_table(runs: list[dict]) -> str:
             # new->1: the run created the table; 4: nothing written; 4->6: versions 5 and 6 are this run's
             "versions": "-" if after is None else (
                 f"{after}" if before == after else f"{'new' if before is None else before}->{after}"),
+            "backlog": _backlog(run),
             "error": (run.get("error") or "")[:80],
         }
         rows.append(["" if cells.get(k) is None else str(cells[k]) for k, _ in STATUS_COLUMNS])
@@ -35,6 +36,18 @@ def status_table(runs: list[dict]) -> str:
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(line, widths)).rstrip() for line in [header, *rows]]
     return "\n".join([lines[0], "  ".join("-" * w for w in widths), *lines[1:]])
+
+
+def _backlog(run: dict) -> str | None:
+    """What waited once the run ended (a dry run: what it found waiting), in a few words."""
+    text = run.get("backlog_after") or (run.get("backlog_before") if run.get("dry_run") else None)
+    if not text:
+        return None
+    backlog = json.loads(text)
+    if backlog.get("error"):
+        return "unknown"
+    return {"files": f"{backlog.get('files')} files", "kafka": f"{backlog.get('offsets')} offsets",
+            "delta": f"{backlog.get('versions')} versions"}.get(backlog.get("source"))
 
 
 def show_status(spec: PipelineSpec, settings: Settings, limit: int = 10, as_json: bool = False) -> int:

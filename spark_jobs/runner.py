@@ -85,7 +85,10 @@ def run_pipeline(spark: SparkSession, spec: PipelineSpec, settings: Settings, jo
 
             run_backfill(run)
         else:
+            summary.backlog_before = _backlog(spec, settings)
             _run_query(run)
+            if not job.dry_run:
+                summary.backlog_after = _backlog(spec, settings)
 
     try:
         record.run(body, refusals=(guards.GuardRefused,))
@@ -93,6 +96,22 @@ def run_pipeline(spark: SparkSession, spec: PipelineSpec, settings: Settings, jo
         if scratch is not None:
             Storage(scratch).delete_dir()
     return record.close(RunFailed)
+
+
+def _backlog(spec: PipelineSpec, settings: Settings) -> dict:
+    """What waits for the pipeline now (:mod:`sluice.backlog`); Kafka asked with the run's own client settings
+    (the connection's secrets included)."""
+    from sluice.backlog import measure
+
+    config = None
+    if isinstance(spec.source, KafkaSource):
+        from spark_jobs.kafka_source import KafkaSourceError, client_config
+
+        try:
+            config = client_config(spec.source)
+        except KafkaSourceError:
+            config = None  # said by the run itself
+    return measure(spec, settings, timeout_seconds=getattr(spec.source, "timeout_seconds", 10), kafka_config=config)
 
 
 def _scratch_folder(spec: PipelineSpec, checkpoint: str) -> str:

@@ -65,9 +65,20 @@ def table_changed(summary: RunSummary) -> bool:
 
 
 def event_extra(summary: RunSummary) -> dict[str, Any]:
-    """What the table's Asset event says of a correction: the backfill's slice, or the slices rebuilt here
-    after an upstream one (which the runs it starts rebuild in turn, read from the table's log)."""
-    extra: dict[str, Any] = {}
+    """What the table's Asset event says: the facts of the change, so a downstream DAG (or a person in the
+    Assets view) sees what changed without reading logs -- the run, the Delta versions it wrote (``[first,
+    last]``), the rows written and set aside -- and of a correction: the backfill's slice, or the slices
+    rebuilt here after an upstream one (which the runs it starts rebuild in turn, read from the table's log)."""
+    before, after = summary.delta_version_before, summary.delta_version_after
+    extra: dict[str, Any] = {
+        "run_id": summary.run_id,
+        "delta_version": after,
+        "delta_versions": [0 if before is None else before + 1, after] if after is not None else None,
+        "rows": summary.output_rows,
+        "quarantined_rows": summary.quarantined_rows,
+    }
+    if summary.airflow:
+        extra["dag_run_id"] = summary.airflow.dag_run_id
     if summary.backfill:
         extra["backfill"] = summary.backfill.get("slice")
     follow = summary.upstream_changes or {}
@@ -76,8 +87,6 @@ def event_extra(summary: RunSummary) -> dict[str, Any]:
         extra["rebuilt"] = rebuilt
     if follow.get("action") == "reset":
         extra["rebuilt"] = "all"
-    if extra:
-        extra["delta_version"] = summary.delta_version_after
     return extra
 
 
@@ -186,7 +195,7 @@ class SluicePipelineOperator(BaseOperator):
             # pipelines scheduled on it (Airflow emits an event for every outlet of a successful task)
             self.log.info("no new rows in the table: no Asset event for %s", ", ".join(a.name for a in self.outlets))
             self.outlets = []
-        elif self.outlets and event_extra(summary):
+        elif self.outlets:
             for asset in self.outlets:
                 context["outlet_events"][asset].extra = event_extra(summary)
         if summary.ledger_error:

@@ -14,12 +14,18 @@ from tests.spark_jobs.test_chain import BRONZE, GOLD, SILVER, order
 
 
 def asset_events(name: str) -> int:
+    return len(asset_event_extras(name))
+
+
+def asset_event_extras(name: str) -> list[dict]:
+    """The ``extra`` of each Asset event of ``name``, oldest first."""
     from airflow.models.asset import AssetEvent, AssetModel
     from airflow.utils.session import create_session
 
     with create_session() as session:
-        return (session.query(AssetEvent).join(AssetModel, AssetEvent.asset_id == AssetModel.id)
-                .filter(AssetModel.name == name).count())
+        return [event.extra for event in
+                session.query(AssetEvent).join(AssetModel, AssetEvent.asset_id == AssetModel.id)
+                .filter(AssetModel.name == name).order_by(AssetEvent.id)]
 
 
 def dags_test(dag_id: str, conf: dict | None = None):
@@ -55,8 +61,13 @@ def test_chain_runs_through_airflow_with_asset_events_only_for_new_rows(lake, sp
 
     done, output = dags_test("af_bronze")
     assert done.returncode == 0, output[-4000:]
-    assert summary_of(output)["output_rows"] == 6
-    assert asset_events("sluice.af_bronze") == 1
+    first = summary_of(output)
+    assert first["output_rows"] == 6
+    # the event carries the facts of the change: the run, the Delta versions written, the rows
+    [extra] = asset_event_extras("sluice.af_bronze")
+    assert extra == {"run_id": first["run_id"], "dag_run_id": first["airflow"]["dag_run_id"],
+                     "delta_version": first["delta_version_after"],
+                     "delta_versions": [0, first["delta_version_after"]], "rows": 6, "quarantined_rows": 0}
     done, output = dags_test("af_bronze")  # nothing new: the task succeeds, and wakes nobody
     assert done.returncode == 0, output[-4000:]
     assert summary_of(output)["output_rows"] == 0

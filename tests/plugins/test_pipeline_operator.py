@@ -65,9 +65,16 @@ def test_a_rebuild_after_an_upstream_correction_is_a_table_change_whose_event_na
         {"slice": "2026-11-01..2026-11-02", "written": True}, {"slice": "2026-11-04..2026-11-04", "written": False}]}}
     assert not table_changed(summary(**base))  # an empty batch's commit: nothing for the pipelines below
     assert table_changed(summary(**rebuilt))
-    assert event_extra(summary(**rebuilt)) == {"rebuilt": ["2026-11-01..2026-11-02"], "delta_version": 7}
+    facts = {"run_id": "r", "delta_version": 7, "delta_versions": [6, 7], "rows": 0, "quarantined_rows": 0}
+    assert event_extra(summary(**rebuilt)) == {**facts, "rebuilt": ["2026-11-01..2026-11-02"]}
     assert table_changed(summary(**{**base, "upstream_changes": {"action": "reset"}}))
-    backfill = {**base, "mode": "backfill", "backfill": {"slice": "2026-11-01..2026-11-01"}, "delta_version_after": 6}
+    backfill = {**base, "mode": "backfill", "backfill": {"slice": "2026-11-01..2026-11-01"}, "delta_version_after": 6,
+                "output_rows": 4, "quarantined_rows": 1,
+                "airflow": {"dag_id": "orders", "dag_run_id": "backfill__1", "try_number": 1}}
     assert table_changed(summary(**backfill))
-    assert event_extra(summary(**backfill)) == {"backfill": "2026-11-01..2026-11-01", "delta_version": 6}
-    assert event_extra(summary(**base)) == {}
+    assert event_extra(summary(**backfill)) == {
+        "run_id": "r", "delta_version": 6, "delta_versions": [6, 6], "rows": 4, "quarantined_rows": 1,
+        "dag_run_id": "backfill__1", "backfill": "2026-11-01..2026-11-01"}
+    # a first run created the table: its event names every version from 0
+    assert event_extra(summary(**{**base, "delta_version_before": None, "delta_version_after": 1}))[
+        "delta_versions"] == [0, 1]

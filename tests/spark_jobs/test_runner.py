@@ -157,9 +157,16 @@ def test_dry_run_leaves_checkpoint_and_table_untouched_and_predicts_the_next_run
     # nothing left anywhere: the checkpoint copy and scratch table are gone, and nothing else was written
     assert new_files_since(roots, files_before) == []
 
+    # the backlog (sluice backlog, the summary's backlog_before) is what the dry run predicts: b and c
+    b_and_c = (landing / "b.json").stat().st_size + (landing / "c.json").stat().st_size
+    assert {k: dry["backlog_before"][k] for k in ("source", "files", "bytes")} == {
+        "source": "files", "files": len(dry["micro_batches"][0]["sources"][0]["files"]), "bytes": b_and_c}
+    assert "backlog_after" not in dry  # a dry run leaves the backlog as it found it
+
     real = run(spark, spec, lake)
     assert real["input_rows"] == dry["input_rows"]
     assert ids(spark, spec, lake) == list(range(25))
+    assert (real["backlog_before"]["files"], real["backlog_after"]["files"]) == (2, 0)
 
 
 def test_dry_run_of_a_pipeline_that_never_ran_creates_nothing(spark, lake, monkeypatch, tmp_path):
