@@ -3,6 +3,7 @@
     spark-submit ... bench/plain_batch.py json  SOURCE_DIR TABLE_DIR SCHEMA
     spark-submit ... bench/plain_batch.py kafka BOOTSTRAP TOPIC TABLE_DIR SCHEMA
     spark-submit ... bench/plain_batch.py session        (start a session and stop: the floor of any run)
+    spark-submit ... bench/plain_batch.py list SOURCE_DIR  (the files Spark would read: its own listing)
     spark-submit ... bench/plain_batch.py merge SOURCE_DIR TABLE_DIR SCHEMA KEY ORDER_BY
                      (batch MERGE of the JSON files into the table: latest ORDER_BY per key, newer wins)
 
@@ -26,6 +27,12 @@ def main(argv: list[str]) -> None:
     if argv[0] == "session":
         spark.stop()
         print(json.dumps({"rows": 0, "seconds": 0.0}))
+        return
+    if argv[0] == "list":
+        files = spark.read.format("text").load(argv[1]).inputFiles()
+        seconds = time.perf_counter() - started
+        spark.stop()
+        print(json.dumps({"rows": len(files), "seconds": round(seconds, 3)}))
         return
     if argv[0] == "json":
         _, source, table, schema = argv

@@ -206,8 +206,9 @@ def append_run(ledger: str, summary: Summary, attempts: int = 5) -> int:
     return version
 
 
-def latest_runs(ledger: str, pipeline: str, limit: int = 10) -> list[dict[str, Any]]:
-    """The pipeline's latest runs, newest first (empty if the ledger does not exist yet).
+def latest_runs(ledger: str, pipeline: str, limit: int = 10, *, where: str = "") -> list[dict[str, Any]]:
+    """The pipeline's latest runs, newest first (empty if the ledger does not exist yet); ``where``: a
+    condition of sluice's own (never user input) that they must also meet.
 
     Read with delta-rs' own query engine: scanning through a pyarrow dataset of the table aborted the
     process at exit now and then ("terminate called without an active exception")."""
@@ -224,7 +225,8 @@ def latest_runs(ledger: str, pipeline: str, limit: int = 10) -> list[dict[str, A
     have = {f.name for f in table.schema().fields}
     columns = [f.name for f in arrow_schema() if f.name not in ("summary", "micro_batches") and f.name in have]
     selected = ", ".join(f'"{c}"' for c in columns)
-    sql = f"SELECT {selected} FROM ledger WHERE pipeline = '{pipeline}' ORDER BY started_at DESC LIMIT {int(limit)}"
+    condition = f"pipeline = '{pipeline}'" + (f" AND ({where})" if where else "")
+    sql = f"SELECT {selected} FROM ledger WHERE {condition} ORDER BY started_at DESC LIMIT {int(limit)}"
     import pyarrow as pa
 
     return pa.table(QueryBuilder().register("ledger", table).execute(sql).read_all()).to_pylist()

@@ -87,6 +87,10 @@ class Settings(BaseModel):
     aws_conn_id: str | None = None
     """An Airflow connection (the Amazon provider's ``aws`` type) whose credentials and endpoint the tasks use
     for object storage; None: the AWS variables of the environment."""
+    alert_conn_id: str | None = None
+    """The Airflow connection freshness alerts go to when a spec's ``freshness.notify`` names none."""
+    freshness_schedule: str | None = "*/15 * * * *"
+    """The schedule of the ``sluice_freshness`` DAG; None: manual runs only."""
     lock_lease_seconds: float = 60.0
     """On object storage, the pipeline lock is a lease its holder renews (:class:`sluice.lock.LeaseLock`): a holder that
     died blocks the next run at most this long."""
@@ -144,6 +148,7 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
 
     lake_root = location("SLUICE_LAKE_ROOT", home / "var" / "lake")
     schedule = env.get("SLUICE_MAINTENANCE_SCHEDULE", "@daily")
+    freshness = env.get("SLUICE_FRESHNESS_SCHEDULE", "*/15 * * * *")
     return Settings(
         home=home,
         pipelines_dir=folder("SLUICE_PIPELINES", home / "include" / "pipelines"),
@@ -163,6 +168,8 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
                      if key.startswith("SLUICE_STACK_") and key.endswith("_PORT") and value},
         lock_lease_seconds=float(env.get("SLUICE_LOCK_LEASE_SECONDS") or 60),
         aws_conn_id=env.get("SLUICE_AWS_CONN_ID") or None,
+        alert_conn_id=env.get("SLUICE_ALERT_CONN_ID") or None,
+        freshness_schedule=None if freshness.lower() in ("", "none") else freshness,
     )
 
 

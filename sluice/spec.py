@@ -401,6 +401,44 @@ _BACKFILL_PLACEHOLDER_RE = re.compile(r"\{\{\s*(\w+)\s*\}\}")
 BACKFILL_PLACEHOLDERS = {"ds": "%Y-%m-%d", "ds_nodash": "%Y%m%d"}
 
 
+DURATION = re.compile(r"^\s*(\d+)\s*(s|m|h|d)\s*$")
+DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def duration_seconds(text: str) -> int:
+    """``90s``, ``30m``, ``2h``, ``1d`` as seconds; ValueError otherwise."""
+    found = DURATION.match(str(text))
+    if found is None:
+        raise ValueError(f"{text!r} is not a duration: write a number and a unit, e.g. 30m, 2h, 1d (units: s, m, h, d)")
+    return int(found[1]) * DURATION_UNITS[found[2]]
+
+
+class Freshness(_Model):
+    """How old the pipeline's newest committed data may be before it is an alert (the ``sluice_freshness``
+    DAG checks every pipeline that has this section; see docs/operations.md)."""
+
+    warn_after: str
+    """A duration (``30m``, ``2h``, ``1d``): older than this, the check warns (an alert, the task succeeds)."""
+    error_after: str | None = None
+    """A longer duration: older than this, the check alerts and its task fails."""
+    notify: str | None = None
+    """The Airflow connection the alert goes to: type ``http`` (a webhook: the alert is POSTed as JSON) or
+    ``smtp`` (mail to its extra ``to``). Default: ``SLUICE_ALERT_CONN_ID``; neither: the task log only."""
+
+    @field_validator("warn_after", "error_after")
+    @classmethod
+    def _duration(cls, value: str | None) -> str | None:
+        if value is not None:
+            duration_seconds(value)
+        return value
+
+    @model_validator(mode="after")
+    def _order(self) -> Freshness:
+        if self.error_after is not None and duration_seconds(self.error_after) <= duration_seconds(self.warn_after):
+            raise ValueError(f"error_after ({self.error_after}) must be longer than warn_after ({self.warn_after})")
+        return self
+
+
 class Backfill(_Model):
     """How a backfill run rebuilds one slice (a range of days) of the sink table."""
 
@@ -524,6 +562,8 @@ class PipelineSpec(_Model):
     (see docs/operations.md)."""
     maintenance: Maintenance = Field(default_factory=Maintenance)
     """OPTIMIZE and VACUUM by the maintenance DAG, checkpoint history kept."""
+    freshness: Freshness | None = None
+    """Alert when the newest committed data is older than this (``{warn_after: 2h, error_after: 6h}``)."""
 
     @field_validator("schedule")
     @classmethod

@@ -150,6 +150,39 @@ def maintenance_dag(folder: Path | None = None, schedule: str | None = "@daily")
     return dag
 
 
+FRESHNESS_DAG_ID = "sluice_freshness"
+
+
+def freshness_dag(folder: Path | None = None, schedule: str | None = "*/15 * * * *") -> DAG:
+    """One DAG for the lake: a task per pipeline with a ``freshness:`` section (``freshness_<name>``) that
+    alerts when its newest committed data is older than ``warn_after`` and fails past ``error_after``
+    (:mod:`sluice_airflow.freshness`). No Spark: each task reads the ledger and lists the source."""
+    from sluice_airflow.freshness import SluiceFreshnessOperator
+
+    specs = PipelineCatalog.load(folder or load_settings().pipelines_dir).specs
+    chosen = sorted(((path, spec) for path, spec in specs.items() if spec.freshness is not None),
+                    key=lambda item: item[1].name)
+    lines = [f"* `{spec.name}`: warn after {spec.freshness.warn_after}"
+             + (f", error after {spec.freshness.error_after}" if spec.freshness.error_after else "")
+             for _, spec in chosen]
+    with DAG(
+        dag_id=FRESHNESS_DAG_ID,
+        schedule=schedule,
+        start_date=START_DATE,
+        catchup=False,
+        max_active_runs=1,
+        tags=["sluice", "freshness"],
+        doc_md="sluice freshness: alerts when a pipeline's newest committed data is older than its spec's "
+               "`freshness.warn_after` (the task fails past `error_after`), naming the age, the backlog and the "
+               "last run's error; sent to the Airflow connection `freshness.notify` or SLUICE_ALERT_CONN_ID "
+               "names (a webhook or SMTP).\n\n" + ("\n".join(lines) or "no pipeline has a freshness: section"),
+        default_args={"retries": 0},
+    ) as dag:
+        for path, spec in chosen:
+            SluiceFreshnessOperator(task_id=f"freshness_{spec.name}", spec_path=str(path))
+    return dag
+
+
 def pipeline_dags(folder: Path | None = None) -> dict[str, DAG]:
     """The DAGs of every valid spec in the pipelines folder, by dag_id. Invalid specs are left out here
     and reported by :func:`raise_spec_errors` from a DAG file of their own."""

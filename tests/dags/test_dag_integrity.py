@@ -38,7 +38,8 @@ def sample_bag():
 
 def test_sample_dags_import_without_errors(sample_bag):
     assert sample_bag.import_errors == {}
-    assert sorted(sample_bag.dag_ids) == sorted([*(load_spec(p).name for p in SAMPLE_SPECS), "sluice_maintenance"])
+    assert sorted(sample_bag.dag_ids) == sorted([*(load_spec(p).name for p in SAMPLE_SPECS), "sluice_maintenance",
+                                                 "sluice_freshness"])
 
 
 def test_the_maintenance_dag_has_a_task_per_pipeline_that_wants_one(monkeypatch, tmp_path):
@@ -56,6 +57,24 @@ def test_the_maintenance_dag_has_a_task_per_pipeline_that_wants_one(monkeypatch,
     assert "`clicks`: OPTIMIZE ZORDER BY customer, VACUUM RETAIN 168 HOURS" in dag.doc_md
     monkeypatch.setenv("SLUICE_MAINTENANCE_SCHEDULE", "none")
     assert dag_bag(monkeypatch, tmp_path).dags["sluice_maintenance"].schedule is None
+
+
+def test_the_freshness_dag_has_a_task_per_pipeline_with_a_freshness_section(monkeypatch, tmp_path):
+    from sluice_airflow.freshness import SluiceFreshnessOperator
+
+    write_spec(tmp_path, orders_spec(name="orders", freshness={"warn_after": "2h", "error_after": "6h"}))
+    write_spec(tmp_path, orders_spec(name="clicks", freshness={"warn_after": "30m"}))
+    write_spec(tmp_path, orders_spec(name="archive"))
+    bag = dag_bag(monkeypatch, tmp_path)
+    assert bag.import_errors == {}
+    dag = bag.dags["sluice_freshness"]
+    assert [t.task_id for t in dag.tasks] == ["freshness_clicks", "freshness_orders"]
+    assert all(isinstance(t, SluiceFreshnessOperator) for t in dag.tasks)
+    assert dag.get_task("freshness_orders").spec_path == str(tmp_path / "orders.yaml")
+    assert dag.schedule == "*/15 * * * *" and dag.catchup is False
+    assert "`orders`: warn after 2h, error after 6h" in dag.doc_md
+    monkeypatch.setenv("SLUICE_FRESHNESS_SCHEDULE", "none")
+    assert dag_bag(monkeypatch, tmp_path).dags["sluice_freshness"].schedule is None
 
 
 @pytest.mark.parametrize("spec_path", SAMPLE_SPECS, ids=[str(p.relative_to(PROJECT)) for p in SAMPLE_SPECS])
@@ -97,7 +116,7 @@ def test_bad_spec_is_an_import_error_and_does_not_hide_the_others(monkeypatch, t
     write_spec(tmp_path, orders_spec(name="good_one"))
     write_spec(tmp_path, orders_spec(name="bad_one", sink={"mode": "upsert"}))
     bag = dag_bag(monkeypatch, tmp_path)
-    assert sorted(bag.dag_ids) == ["good_one", "sluice_maintenance"]
+    assert sorted(bag.dag_ids) == ["good_one", "sluice_freshness", "sluice_maintenance"]
     assert list(bag.import_errors) == [str(DAGS / "sluice_spec_errors.py")]
     error = bag.import_errors[str(DAGS / "sluice_spec_errors.py")]
     assert "1 invalid pipeline spec(s)" in error
@@ -147,6 +166,6 @@ def test_a_chained_spec_naming_an_unknown_pipeline_is_an_import_error(monkeypatc
     write_spec(tmp_path, {"name": "silver_one", "schedule": {"asset": "bronze_typo"},
                           "source": {"format": "delta", "pipeline": "bronze_one"}})
     bag = dag_bag(monkeypatch, tmp_path)
-    assert sorted(bag.dag_ids) == ["bronze_one", "sluice_maintenance"]
+    assert sorted(bag.dag_ids) == ["bronze_one", "sluice_freshness", "sluice_maintenance"]
     error = bag.import_errors[str(DAGS / "sluice_spec_errors.py")]
     assert "silver_one.yaml: schedule.asset: names 'bronze_typo', which is not a valid pipeline in" in error
