@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pendulum
 from airflow.sdk import DAG, Asset, CronDataIntervalTimetable, Param
@@ -117,40 +118,44 @@ def run_params(spec: PipelineSpec) -> dict[str, Param]:
 
 
 MAINTENANCE_DAG_ID = "sluice_maintenance"
+FRESHNESS_DAG_ID = "sluice_freshness"
+
+
+def _lake_dag(dag_id: str, folder: Path | None, schedule: str | None, *, wants, line, task, about: str,
+              none: str, **dag_args: Any) -> DAG:
+    """One DAG for the lake with a task per pipeline whose spec ``wants`` it (``task(path, spec)`` makes it),
+    sorted by name, each listed in the DAG's doc by ``line(spec)``."""
+    specs = PipelineCatalog.load(folder or load_settings().pipelines_dir).specs
+    chosen = sorted(((path, spec) for path, spec in specs.items() if wants(spec)), key=lambda item: item[1].name)
+    lines = [f"* `{spec.name}`: {line(spec)}" for _, spec in chosen]
+    with DAG(dag_id=dag_id, schedule=schedule, start_date=START_DATE, catchup=False, max_active_runs=1,
+             tags=["sluice", dag_id.removeprefix("sluice_")],
+             doc_md=f"{about}\n\n" + ("\n".join(lines) or none), **dag_args) as dag:
+        for path, spec in chosen:
+            task(path, spec)
+    return dag
 
 
 def maintenance_dag(folder: Path | None = None, schedule: str | None = "@daily") -> DAG:
     """One DAG for the lake: a task per pipeline (``maintain_<name>``) that OPTIMIZEs and VACUUMs its sink and
     quarantine tables as the spec's ``maintenance:`` section says. Tasks run one at a time: each is a
     spark-submit, and each waits for a running run of its pipeline to finish (the pipeline lock)."""
-    specs = PipelineCatalog.load(folder or load_settings().pipelines_dir).specs
-    chosen = sorted(((path, spec) for path, spec in specs.items() if spec.maintenance.enabled),
-                    key=lambda item: item[1].name)
-    lines = [f"* `{spec.name}`: " + ", ".join(filter(None, [
-        "OPTIMIZE" + (f" ZORDER BY {', '.join(spec.maintenance.zorder_by)}" if spec.maintenance.zorder_by else "")
-        if spec.maintenance.optimize else None,
-        f"VACUUM RETAIN {spec.maintenance.vacuum_retention_hours} HOURS" if spec.maintenance.vacuum else None,
-    ])) for _, spec in chosen]
-    with DAG(
-        dag_id=MAINTENANCE_DAG_ID,
-        schedule=schedule,
-        start_date=START_DATE,
-        catchup=False,
-        max_active_runs=1,
-        max_active_tasks=1,
-        tags=["sluice", "maintenance"],
-        doc_md="sluice maintenance: compacts the small files one-shot runs leave (OPTIMIZE) and deletes files "
-               "no version within the retention needs (VACUUM, never below Delta's 168 h unless a spec forces "
-               "it). Each task's XCom is its summary (files compacted, bytes removed); the ledger has a row "
-               "per task (mode maintenance).\n\n" + ("\n".join(lines) or "no pipeline has maintenance enabled"),
-        default_args={"retries": 1, "retry_delay": timedelta(minutes=5)},
-    ) as dag:
-        for path, spec in chosen:
-            SluiceMaintenanceOperator(task_id=f"maintain_{spec.name}", spec_path=str(path))
-    return dag
 
+    def line(spec: PipelineSpec) -> str:
+        kept = spec.maintenance
+        return ", ".join(filter(None, [
+            "OPTIMIZE" + (f" ZORDER BY {', '.join(kept.zorder_by)}" if kept.zorder_by else "") if kept.optimize else None,
+            f"VACUUM RETAIN {kept.vacuum_retention_hours} HOURS" if kept.vacuum else None]))
 
-FRESHNESS_DAG_ID = "sluice_freshness"
+    return _lake_dag(
+        MAINTENANCE_DAG_ID, folder, schedule, wants=lambda spec: spec.maintenance.enabled, line=line,
+        task=lambda path, spec: SluiceMaintenanceOperator(task_id=f"maintain_{spec.name}", spec_path=str(path)),
+        about="sluice maintenance: compacts the small files one-shot runs leave (OPTIMIZE) and deletes files "
+              "no version within the retention needs (VACUUM, never below Delta's 168 h unless a spec forces "
+              "it). Each task's XCom is its summary (files compacted, bytes removed); the ledger has a row "
+              "per task (mode maintenance).",
+        none="no pipeline has maintenance enabled",
+        max_active_tasks=1, default_args={"retries": 1, "retry_delay": timedelta(minutes=5)})
 
 
 def freshness_dag(folder: Path | None = None, schedule: str | None = "*/15 * * * *") -> DAG:
@@ -159,28 +164,16 @@ def freshness_dag(folder: Path | None = None, schedule: str | None = "*/15 * * *
     (:mod:`sluice_airflow.freshness`). No Spark: each task reads the ledger and lists the source."""
     from sluice_airflow.freshness import SluiceFreshnessOperator
 
-    specs = PipelineCatalog.load(folder or load_settings().pipelines_dir).specs
-    chosen = sorted(((path, spec) for path, spec in specs.items() if spec.freshness is not None),
-                    key=lambda item: item[1].name)
-    lines = [f"* `{spec.name}`: warn after {spec.freshness.warn_after}"
-             + (f", error after {spec.freshness.error_after}" if spec.freshness.error_after else "")
-             for _, spec in chosen]
-    with DAG(
-        dag_id=FRESHNESS_DAG_ID,
-        schedule=schedule,
-        start_date=START_DATE,
-        catchup=False,
-        max_active_runs=1,
-        tags=["sluice", "freshness"],
-        doc_md="sluice freshness: alerts when a pipeline's newest committed data is older than its spec's "
-               "`freshness.warn_after` (the task fails past `error_after`), naming the age, the backlog and the "
-               "last run's error; sent to the Airflow connection `freshness.notify` or SLUICE_ALERT_CONN_ID "
-               "names (a webhook or SMTP).\n\n" + ("\n".join(lines) or "no pipeline has a freshness: section"),
-        default_args={"retries": 0},
-    ) as dag:
-        for path, spec in chosen:
-            SluiceFreshnessOperator(task_id=f"freshness_{spec.name}", spec_path=str(path))
-    return dag
+    return _lake_dag(
+        FRESHNESS_DAG_ID, folder, schedule, wants=lambda spec: spec.freshness is not None,
+        line=lambda spec: f"warn after {spec.freshness.warn_after}"
+        + (f", error after {spec.freshness.error_after}" if spec.freshness.error_after else ""),
+        task=lambda path, spec: SluiceFreshnessOperator(task_id=f"freshness_{spec.name}", spec_path=str(path)),
+        about="sluice freshness: alerts when a pipeline's newest committed data is older than its spec's "
+              "`freshness.warn_after` (the task fails past `error_after`), naming the age, the backlog and the "
+              "last run's error; sent to the Airflow connection `freshness.notify` or SLUICE_ALERT_CONN_ID "
+              "names (a webhook or SMTP).",
+        none="no pipeline has a freshness: section", default_args={"retries": 0})
 
 
 def pipeline_dags(folder: Path | None = None) -> dict[str, DAG]:
