@@ -154,12 +154,12 @@ def test_short_chaos_run_in_a_bucket_loses_nothing_and_a_stopped_store_fails_the
         tmp_path, s3_server):
     # tables, checkpoints, ledger and lock in a bucket; the exact moments come from the fault-injecting S3A
     # (jvm/chaos): a halt right before the sink's Delta commit (data files written), one between the Delta
-    # commit and the checkpoint's commits/N, a kill -9 of the whole tree at a random moment. Then the store
-    # itself is killed while a run waits right before its Delta commit.
+    # commit and the checkpoint's commits/N (kill -9 at random moments: the local test above and `make chaos
+    # CHAOS_STORAGE=s3`). Then the store itself is killed while a run waits right before its Delta commit.
     from sluice.s3_server import create_bucket
 
     create_bucket(s3_server, "chaos-faults")
-    plan = {"files": ["before_commit", "between_commits", "random"]}
+    plan = {"files": ["before_commit", "between_commits"]}
     harness = Harness(tmp_path / "chaos", seed=11, kinds=["files"], modes=["random"],
                       lake=Lake.on_server(s3_server, "chaos-faults"))
     results = harness.run(0, plan=plan, store_down_rounds=1)
@@ -167,7 +167,7 @@ def test_short_chaos_run_in_a_bucket_loses_nothing_and_a_stopped_store_fails_the
     result = results["files"]
     assert result["halted"] == 2 and result["never_fired"] == [], result
     assert result["kills"]["before_commit"] == 1 and result["kills"]["between_commits"] == 1
-    assert result["killed_in_flight"] == 1 and result["rounds"] == 3
+    assert result["rounds"] == 2 and result["missed"] == 0
     assert result["failures"] == [], result["failures"]
     for key in BAD_COUNTS:
         assert result[key] == 0, (key, result)
@@ -176,8 +176,7 @@ def test_short_chaos_run_in_a_bucket_loses_nothing_and_a_stopped_store_fails_the
     # the run failed, within the bound, saying which store did not answer; the next run then took the batch
     assert down["ok"] and down["exit"] == 1 and down["seconds_to_fail"] <= STORE_DOWN_BOUND_SECONDS, down
     assert down["error"].startswith(f"object store unreachable at {s3_server.endpoint} during the run: "), down
-    # every input once: the clean first run before the random kill, three rounds, the store-down round, and any
-    # random kill drawn again because the run finished first
-    inputs = 1 + 3 + 1 + result["missed"]
+    # every input once: two rounds and the store-down round
+    inputs = 2 + 1
     assert result["rows"] == ROWS_PER_ROUND * inputs
     assert result["quarantine_rows"] == BAD_PER_ROUND * inputs
