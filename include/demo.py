@@ -116,7 +116,8 @@ def main() -> None:
         "and day (a day is written once it is complete: when orders more than an hour past its end arrived).\n"
         f"Tables: {second['sink']}, {silver['sink']}, {gold['sink']}, {second_clicks['sink']}; "
         f"checkpoints: {settings.checkpoint_root}.\n"
-        "Next: `make airflow-standalone` for the UI, or `.venv/bin/sluice run customers_csv`."
+        "Next: `make airflow-standalone` for the UI -- every pipeline at a glance on its sluice page, "
+        "http://127.0.0.1:8080/plugin/sluice -- or `.venv/bin/sluice run customers_csv`."
     )
 
 
