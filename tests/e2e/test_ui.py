@@ -142,6 +142,26 @@ def test_trigger_a_pipeline_from_the_ui_form_and_read_its_summary(lake, spark, b
         time.sleep(10)  # a second, unwanted run would have been created by now
         assert len(api.get("/api/v2/dags/ui_orders_copy/dagRuns")["dag_runs"]) == 1
 
+        # And "sluice" in the navigation shows every pipeline at a glance (the plugin's page, in the UI)
+        page.goto(f"{base}/plugin/sluice")
+        frame = page.frame_locator("iframe")
+        orders = frame.locator('tr.pipeline[data-name="ui_orders"]')
+        orders.wait_for(timeout=60_000)
+        counts = orders.locator("span.counts")  # the last real run: the incremental one, with the bad order
+        assert (counts.get_attribute("data-in"), counts.get_attribute("data-out"),
+                counts.get_attribute("data-quarantined")) == ("41", "40", "1")
+        assert orders.locator("span.status").inner_text() == "succeeded"
+        assert orders.locator("td.version").inner_text() == "1"
+        assert orders.locator("td.backlog").inner_text().startswith("0 files")
+        assert orders.locator("svg.chart rect").count() == 3  # one real run charted (the dry run is not)
+        copy = frame.locator('tr.pipeline[data-name="ui_orders_copy"]')
+        assert copy.locator("span.counts").get_attribute("data-out") == "40"
+        assert copy.locator("td.backlog").inner_text().startswith("0 version")
+        page.wait_for_load_state("networkidle")
+        page.screenshot(path=str(artifacts / "5-pipelines-page.png"))
+        # its JSON, for scripts, wants the same signed-in user
+        assert api.get("/sluice/api")["pipelines"][0]["name"] == "ui_orders"
+
     bronze = spark.read.format("delta").load(str(lake.lake_root / "bronze" / "orders"))
     silver = spark.read.format("delta").load(str(lake.lake_root / "silver" / "ui_orders"))
     assert sorted(r.id for r in bronze.collect()) == list(range(40))
