@@ -117,6 +117,8 @@ class SluicePipelineOperator(BaseOperator):
         self.trigger = trigger
         self.lock_wait_seconds = lock_wait_seconds
         self.hook: SluiceSubmitHook | None = None
+        self._ran: tuple[Any, Any] | None = None
+        """(spec, summary or None) of the run this task made, for its OpenLineage events."""
         if kind == "maintain":
             self.ui_color = "#c9e3b5"
 
@@ -144,13 +146,37 @@ class SluicePipelineOperator(BaseOperator):
             require_spark_connection(plan.conn_id)
             self.hook = SluiceSubmitHook(**plan.hook_kwargs())
             self._log_request(spec, job)
+            self._ran = (spec, None)
             try:
                 summary = launch(plan, lock, lambda p: self.hook.submit(p.application))
+                self._ran = (spec, summary)
             except JobFailed as failed:
+                self._ran = (spec, failed.summary)
                 if failed.cause is not None and (failed.summary is None or not failed.summary.error):
                     raise failed.cause from None  # spark-submit's own failure, as the provider reports it
                 raise SluiceRunFailed(str(failed)) from failed.cause
         return self._report(spec, job, summary, context)
+
+    # --- OpenLineage (Airflow's provider calls these after the task; sluice_airflow.lineage) ---------------
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any):
+        return self._lineage()
+
+    def get_openlineage_facets_on_failure(self, task_instance: Any):
+        return self._lineage()
+
+    def _lineage(self):
+        from sluice_airflow.lineage import operator_lineage
+
+        if self._ran is None or self.kind != "run":
+            from airflow.providers.openlineage.extractors import OperatorLineage
+
+            return OperatorLineage()
+        spec, summary = self._ran
+        lineage = operator_lineage(spec, load_settings(), summary)
+        if summary is not None and summary.dry_run:  # a dry run read its inputs and wrote nothing
+            lineage.outputs = []
+        return lineage
 
     def _run_request(self, spec, context: Any):
         params = context.get("params") or {}
