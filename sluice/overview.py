@@ -14,7 +14,7 @@ from sluice.settings import Settings
 from sluice.spec import DeltaSource, KafkaSource, PipelineSpec
 
 RUNS_SHOWN = 10
-"""How many of each pipeline's latest real runs the page charts."""
+"""How many of each pipeline's latest real runs (not dry runs, not maintenance) the page charts."""
 
 
 def overview(settings: Settings, *, runs: int = RUNS_SHOWN, now: datetime | None = None) -> dict[str, Any]:
@@ -35,7 +35,8 @@ def pipeline_overview(spec: PipelineSpec, settings: Settings, *, runs: int = RUN
                       now: datetime | None = None) -> dict[str, Any]:
     """One pipeline: what it reads and writes, its latest runs (newest first), backlog, freshness."""
     ledger = str(settings.ledger_path)
-    latest = latest_runs(ledger, spec.name, runs, where="dry_run = false")
+    # the pipeline's own runs: not dry runs, not the maintenance DAG's OPTIMIZE/VACUUM
+    latest = latest_runs(ledger, spec.name, runs, where="dry_run = false AND mode <> 'maintenance'")
     backlog = measure(spec, settings)
     freshness = None
     if spec.freshness is not None:

@@ -39,6 +39,7 @@ def test_the_page_shows_each_pipelines_runs_backlog_freshness_and_version(lake):
     ledger.append_run(path, summary("r2", started=_ago(hours=2), input_rows=12, output_rows=9, quarantined_rows=3,
                                     delta_version_before=2, delta_version_after=3, airflow=airflow))
     ledger.append_run(path, summary("dry", started=_ago(hours=1), dry_run=True, mode="dry_run"))  # not charted
+    ledger.append_run(path, summary("optimize", started=_ago(minutes=30), mode="maintenance", output_rows=0))  # nor this
     _land(lake.lake_root / "landing" / "orders", "new.json", '{"id": 1}\n' * 3)
 
     client = TestClient(create_app(authenticated=False))
