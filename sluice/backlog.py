@@ -63,7 +63,7 @@ def describe(backlog: dict[str, Any] | None) -> str:
     if not backlog:
         return "-"
     if backlog.get("error"):
-        return f"unknown ({backlog['error'][:80]})"
+        return f"unknown ({backlog['error'][:100]})"
     if backlog["source"] == "kafka":
         busy = sum(1 for lag in backlog["partitions"].values() if lag)
         return f"{backlog['offsets']} offsets" + (f" in {busy} partition(s)" if busy else "")
@@ -166,8 +166,7 @@ def kafka_backlog(source: KafkaSource, checkpoint: Checkpoint, *, timeout_second
 
 def _client_config(source: KafkaSource) -> dict[str, str]:
     if not source.bootstrap_servers:
-        raise BacklogUnknown(f"the brokers come from the Airflow connection {source.connection!r}: the run "
-                             "summary's backlog_before / backlog_after say it (measured by the run itself)")
+        raise BacklogUnknown(f"brokers in Airflow connection {source.connection!r}: see a run's backlog_after")
     config = {"bootstrap.servers": source.bootstrap_servers}
     config.update({k[len("kafka."):]: str(v) for k, v in source.options.items() if k.startswith("kafka.")})
     return config
