@@ -64,7 +64,7 @@ def test_sluice_run_is_incremental_and_dry_run_predicts_the_next_run(lake, spark
     lines = status.stdout.splitlines()
     assert lines[0] == f"== orders: latest runs (ledger {lake.ledger_path})"
     assert lines[1].split() == ["started", "(UTC)", "run", "mode", "status", "batches", "rows", "in", "rows", "out",
-                                "quarantined", "versions", "secs", "error"]
+                                "quarantined", "versions", "backlog", "after", "secs", "error"]
     runs = [line.split() for line in lines[3:]]
     assert [(r[2], r[3], r[4], r[5], r[6], r[7]) for r in runs] == [
         (real["run_id"], "incremental", "succeeded", "1", "5", "5"),
@@ -72,6 +72,8 @@ def test_sluice_run_is_incremental_and_dry_run_predicts_the_next_run(lake, spark
         (summary["run_id"], "incremental", "succeeded", "1", "10", "10"),
     ]
     assert [(r[8], r[9]) for r in runs] == [("0", "1->2"), ("0", "1"), ("0", "new->1")]
+    # what each run left waiting (a dry run: what it found waiting, b.json)
+    assert [(r[10], r[11]) for r in runs] == [("0", "files"), ("1", "files"), ("0", "files")]
 
 
 def test_a_lost_checkpoint_is_refused_and_reset_checkpoint_rebuilds_the_table_from_the_source(lake, spark):
