@@ -22,7 +22,7 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from sluice.checkpoint import Checkpoint, source_file
+from sluice.checkpoint import Checkpoint, file_key, source_file
 from sluice.settings import Settings
 from sluice.spec import DeltaSource, KafkaSource, PipelineSpec
 
@@ -109,7 +109,7 @@ def files_backlog(source_root: str, checkpoint: Checkpoint, *, options: dict[str
         uri = f"{root.rstrip('/')}/{relative}"
         if pattern and not fnmatch.fnmatchcase(uri, pattern):
             continue
-        if _normal(uri) in seen:
+        if file_key(uri) in seen:
             continue
         files += 1
         size += info.size or 0
@@ -126,10 +126,6 @@ def _split_glob(path: str) -> tuple[str, str | None]:
     parts = path.split("/")
     fixed = next(i for i, part in enumerate(parts) if GLOB.search(part))
     return "/".join(parts[:fixed]) or "/", path
-
-
-def _normal(path: str) -> str:
-    return path if "://" in path else posixpath.normpath(path)
 
 
 # --- Kafka ----------------------------------------------------------------------------------------

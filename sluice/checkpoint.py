@@ -13,6 +13,7 @@ Ground floor: no Spark, no Airflow. A driver passes ``writer`` (Spark's Checkpoi
 from __future__ import annotations
 
 import json
+import posixpath
 import time
 import uuid
 from collections.abc import Callable
@@ -238,3 +239,8 @@ def source_file(uri: str) -> str | None:
     if uri.startswith(OBJECT_STORE_SCHEMES):
         return unquote(uri) if "%" in uri else uri
     return local_file(uri)
+
+
+def file_key(path: str) -> str:
+    """A source file's name as entries are compared: a normalised local path, a URI as it is."""
+    return path if "://" in path else posixpath.normpath(path)

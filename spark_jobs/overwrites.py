@@ -39,6 +39,7 @@ from pyarrow import fs as pafs
 
 from sluice.checkpoint import (  # noqa: F401 - local_file: named here too
     Checkpoint,
+    file_key,
     local_file,
     source_file,
 )
@@ -138,15 +139,10 @@ def find_rewritten(source_root: str, checkpoint: str, rereading: int | None = No
         if current is None:  # deleted (or moved away) after it was ingested: not an overwrite
             continue
         mtime, size = current
-        if _same_time(mtime, entry["timestamp"], files.on_store) or current in known.get(_key(path), ()):
+        if _same_time(mtime, entry["timestamp"], files.on_store) or current in known.get(file_key(path), ()):
             continue
         found.append(Rewritten(path, entry["timestamp"], mtime, size))
     return sorted(found, key=lambda r: r.path)
-
-
-def _key(path: str) -> str:
-    """A file's name as the versions already taken are keyed: a normalised local path, a URI as it is."""
-    return path if "://" in path else posixpath.normpath(path)
 
 
 def _relative(path: str, root: str) -> str:
@@ -172,7 +168,7 @@ def _original(source_root: str, relative_copy: str) -> tuple[str, int, int] | No
     if match is None:
         return None
     original = posixpath.join(source_root.rstrip("/"), folder, f"{match['stem']}{match['suffixes']}")
-    return _key(original), int(match["mtime"]), int(match["size"])
+    return file_key(original), int(match["mtime"]), int(match["size"])
 
 
 def ingested_versions(source_root: str, checkpoint: str) -> dict[str, set[tuple[int, int]]]:
