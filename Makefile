@@ -86,7 +86,8 @@ $(STAMPS)/jvm-archive: $(STAMPS)/venv $(STAMPS)/jars spark_jobs/warmup.py
 	@touch $@
 
 # The local S3 server (SeaweedFS), built once from its pinned Go module into var/bin/weed (sluice/s3_server.py):
-# ~7 min and ~4 GB of Go caches (var/go) the first time; skipped while the pinned binary is there.
+# ~7 min the first time, with ~4 GB of Go caches in var/go (deleted after the build); skipped while the pinned
+# binary is there.
 s3-server: $(STAMPS)/venv
 	$(BIN)/python -m sluice.s3_server build
 

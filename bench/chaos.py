@@ -404,8 +404,11 @@ class Harness:
         self.rng = random.Random(seed)
         self.modes = modes
         self.lake = lake or Lake.local(work)
+        # Spark's scratch (~35 MB of copied jars per driver) in the work folder: a killed driver leaves its own
+        # behind, hundreds per chaos run, and the work folder is deleted at the end.
         self.env = {**os.environ, **self.lake.env, "SLUICE_PIPELINES": str(work / "pipelines"),
-                    "SPARK_LOCAL_IP": "127.0.0.1"}
+                    "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_LOCAL_DIRS": str(work / "spark-scratch")}
+        (work / "spark-scratch").mkdir(parents=True, exist_ok=True)
         (work / "pipelines").mkdir(parents=True, exist_ok=True)
         self.broker = None
         if "kafka" in kinds and bootstrap is None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import shutil
 import subprocess
 import sys
 import time
@@ -119,16 +120,25 @@ def build_command(var_dir: Path) -> str:
     """The shell commands that build the pinned SeaweedFS into ``var/bin/weed`` (``make s3-server``).
 
     ``go install module@version`` is refused (its go.mod has a replace directive): the module is downloaded
-    with ``go mod download`` and built in its own folder, with its own go.sum (``-mod=readonly``). The Go
-    caches live in ``var/go`` (about 4 GB), which ``make clean`` deletes."""
+    with ``go mod download`` and built in its own folder, with its own go.sum (``-mod=readonly``). Go's caches
+    and its work folder live in ``var/go`` (about 4 GB at the peak, nothing in ``/tmp``) and are deleted once the
+    binary is in place: a shared disk gets its space back, and only a new pinned version builds again. A failed
+    build keeps them for the next try; ``make clean`` deletes them."""
     go = var_dir / "go"
     return (
-        f"export GOMODCACHE={go}/mod GOCACHE={go}/cache GOFLAGS=-mod=readonly CGO_ENABLED=0 GOTOOLCHAIN=local && "
+        f"mkdir -p {go}/tmp {var_dir}/bin && "
+        f"export GOMODCACHE={go}/mod GOCACHE={go}/cache GOTMPDIR={go}/tmp GOFLAGS=-mod=readonly CGO_ENABLED=0 "
+        "GOTOOLCHAIN=local && "
         f"dir=$(go mod download -json {SEAWEEDFS_MODULE}@{SEAWEEDFS_VERSION} | {sys.executable} -c "
         "'import json, sys; print(json.load(sys.stdin)[\"Dir\"])') && "
-        f"mkdir -p {var_dir}/bin && cd $dir && go build -trimpath -ldflags=-s -o {binary_path(var_dir)}.tmp ./weed && "
-        f"mv {binary_path(var_dir)}.tmp {binary_path(var_dir)} && echo {SEAWEEDFS_VERSION} > {build_stamp(var_dir)}"
+        f"cd $dir && go build -trimpath -ldflags=-s -o {binary_path(var_dir)}.tmp ./weed && "
+        f"mv {binary_path(var_dir)}.tmp {binary_path(var_dir)} && echo {SEAWEEDFS_VERSION} > {build_stamp(var_dir)} && "
+        f"cd / && chmod -R u+w {go} && rm -rf {go}"
     )
+
+
+#: Free space the build needs at its peak (Go's module and build caches), checked before it starts.
+BUILD_SPACE_BYTES = 5 * 1024**3
 
 
 def start_server(home: Path, var_dir: Path, *, port: int = 8333, timeout: float = 120.0) -> S3Server:
@@ -304,8 +314,14 @@ def main(argv: list[str] | None = None) -> int:
     if built(var_dir):
         print(f"SeaweedFS {SEAWEEDFS_VERSION}: {binary_path(var_dir)} is built")
         return 0
+    var_dir.mkdir(parents=True, exist_ok=True)
+    free = shutil.disk_usage(var_dir).free
+    if free < BUILD_SPACE_BYTES:
+        print(f"warning: {free / 1024**3:.1f} GB free at {var_dir}; the SeaweedFS build needs about "
+              f"{BUILD_SPACE_BYTES / 1024**3:.0f} GB for Go's caches while it runs (deleted after it). If it stops "
+              "with 'no space left on device', free space there and run `make s3-server` again", flush=True)
     print(f"building SeaweedFS {SEAWEEDFS_VERSION} from its Go module into {binary_path(var_dir)} "
-          "(once; ~7 min on 2 cores, Go caches in var/go)", flush=True)
+          "(once; ~7 min on 2 cores, Go caches in var/go while it runs)", flush=True)
     return subprocess.run(["bash", "-euo", "pipefail", "-c", build_command(var_dir)]).returncode
 
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -15,6 +17,11 @@ os.environ["AIRFLOW_HOME"] = str(_AIRFLOW_HOME)
 os.environ["SLUICE_AIRFLOW_HOME"] = str(_AIRFLOW_HOME)
 os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
 os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
+# Spark's scratch folders (the jars it copies per driver, ~35 MB, shuffle blocks) in one folder of the run's own,
+# deleted at its end: a driver the tests kill on purpose cannot clean up after itself, and /tmp is shared.
+_SPARK_SCRATCH = Path(tempfile.mkdtemp(prefix="sluice-test-spark-"))
+os.environ["SPARK_LOCAL_DIRS"] = str(_SPARK_SCRATCH)
+atexit.register(shutil.rmtree, _SPARK_SCRATCH, ignore_errors=True)
 # py4j logs at INFO from __del__ during interpreter shutdown, after pytest closed the streams
 logging.getLogger("py4j").setLevel(logging.WARNING)
 
