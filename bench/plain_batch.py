@@ -1,6 +1,9 @@
 """The reference for `make bench`: plain Spark batch jobs doing what a sluice run does, timed the same way.
 
     spark-submit ... bench/plain_batch.py json  SOURCE_DIR TABLE_DIR SCHEMA
+    spark-submit ... bench/plain_batch.py json_permissive SOURCE_DIR TABLE_DIR BAD_TABLE_DIR SCHEMA
+                     (bad records kept by hand: PERMISSIVE + a corrupt-record column, the source read once
+                     and cached, good rows to TABLE_DIR, bad ones to BAD_TABLE_DIR)
     spark-submit ... bench/plain_batch.py kafka BOOTSTRAP TOPIC TABLE_DIR SCHEMA
     spark-submit ... bench/plain_batch.py session        (start a session and stop: the floor of any run)
     spark-submit ... bench/plain_batch.py list SOURCE_DIR  (the files Spark would read: its own listing)
@@ -37,6 +40,12 @@ def main(argv: list[str]) -> None:
     if argv[0] == "json":
         _, source, table, schema = argv
         df = spark.read.schema(schema).json(source)
+    elif argv[0] == "json_permissive":
+        _, source, table, bad_table, schema = argv
+        read = (spark.read.schema(f"{schema}, _corrupt_record STRING").option("mode", "PERMISSIVE")
+                .option("columnNameOfCorruptRecord", "_corrupt_record").json(source).cache())
+        read.where("_corrupt_record IS NOT NULL").write.format("delta").mode("append").save(bad_table)
+        df = read.where("_corrupt_record IS NULL").drop("_corrupt_record")
     elif argv[0] == "kafka":
         _, bootstrap, topic, table, schema = argv
         raw = (spark.read.format("kafka").option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)

@@ -5,14 +5,18 @@ times each (BENCH_REPEATS, default 3), on data it generates itself (seeded). Abs
 2-core machine are noise; the ratio of medians is the figure. Writes under bench/results/:
 bench.json (by case id: ratio, goal, met, raw timings), bench.md (the table) and bench.png (the chart).
 
-Cases so far (the numbering follows the performance issue):
+Cases so far (the numbering follows the performance issues):
   P1  file -> Delta rows/s: `sluice run` (AvailableNow) / plain batch read.json -> write delta   goal >= 0.90
+      at BENCH_SCALE and a quarter of it: per side, time = fixed_s + rows x per_row_us (bench.json "fit")
+  P1b the same sluice run / plain Spark keeping its bad records: read.json PERMISSIVE with a corrupt
+      column, cached, good rows to the table and bad ones to a second table                    goal >= 1.00
   P2  a run that finds no new data: whole `sluice run` wall / a bare spark-submit that starts a
       session (same jars and conf) and stops                                                     goal <= 1.30
       and the query itself under 1 s
   P3  10 new files into a pipeline with a history / a fresh one (BENCH_P3_FILES files of history,
       10 per batch; 10,000 / 1,000 batches is the goal's size, 2,000 the default)                   goal <= 1.20
   P4  Kafka -> Delta rows/s: `sluice run` (AvailableNow) / plain batch read kafka -> write delta goal >= 0.85
+      at two scales, as P1
   P5  Airflow overhead: `airflow dags test` task wall - the spark-submit it ran (no new data)  goal <= 5 s
       and the DAG folder's parse time with 50 specs                                            < 0.5 s/spec
   P6  MERGE sink rows/s, 10% updates into a 1M-row table: `sluice run` / a plain batch MERGE   goal >= 0.85
@@ -154,18 +158,68 @@ def json_files(folder: Path, files: int, rows_per_file: int) -> int:
     return files * rows_per_file
 
 
-def case_p1() -> dict:
-    files, per_file = max(2, int(200 * SCALE)), 10_000
+#: The second scale of P1 and P4, as a fraction of BENCH_SCALE: two points fit time = fixed + rows x per_row.
+FIT_FRACTION = 0.25
+
+
+def fit(small: dict, large: dict) -> dict:
+    """Per side, the line through its two medians (seconds against rows): ``fixed_s`` (what a run costs
+    whatever its size: table creation, snapshot reads, guards, query start) and ``per_row_us``."""
+    out = {}
+    for side in ("sluice", "plain"):
+        rows = (small["rows"], large["rows"])
+        seconds = tuple(statistics.median(r["seconds"] for r in case[side]) for case in (small, large))
+        per_row = (seconds[1] - seconds[0]) / (rows[1] - rows[0])
+        out[side] = {"fixed_s": round(seconds[1] - per_row * rows[1], 2), "per_row_us": round(per_row * 1e6, 3),
+                     "rows": list(rows), "seconds": [round(x, 3) for x in seconds]}
+    return out
+
+
+def with_fit(large: dict, small: dict) -> dict:
+    """The large run's result, with the fit and the small run beside it, and the fit in the table's figures."""
+    line = fit(small, large)
+    figures = {f"{side}_figure": f"{large[f'{side}_rows_per_s']:,} rows/s ({line[side]['fixed_s']:.1f} s + "
+                                 f"{line[side]['per_row_us']:.1f} µs/row)" for side in ("sluice", "plain")}
+    return {**large, **figures, "fit": line, "small": small}
+
+
+def p1_source(scale: float) -> tuple[Path, int]:
+    files, per_file = max(2, int(200 * scale)), 10_000
     source = WORK / "data" / f"p1-{files}x{per_file}"
-    rows = json_files(source, files, per_file)
-    log(f"P1: {rows} rows of JSON in {files} files")
+    return source, json_files(source, files, per_file)
+
+
+def p1_spec(source: Path) -> dict:
     # Spark skips files starting with "_" (the _done marker) in both readers
-    spec = {"name": "bench_p1", "source": {"format": "json", "path": str(source), "schema": ORDERS_SCHEMA}}
+    return {"name": "bench_p1", "source": {"format": "json", "path": str(source), "schema": ORDERS_SCHEMA}}
+
+
+def case_p1() -> dict:
+    """P1 at BENCH_SCALE and at a quarter of it (the fixed / per-row fit)."""
+    measured = []
+    for scale in (SCALE * FIT_FRACTION, SCALE):
+        source, rows = p1_source(scale)
+        log(f"P1: {rows} rows of JSON in {source.name}")
+        measured.append(measure(
+            "P1",
+            lambda: sluice_run(p1_spec(source), WORK / "p1-sluice"),
+            lambda: plain_run(["json", str(source), str(WORK / "p1-plain" / "table"), ORDERS_SCHEMA],
+                              WORK / "p1-plain"),
+        ))
+    return with_fit(measured[1], measured[0])
+
+
+def case_p1b() -> dict:
+    """P1's sluice run / what a careful user writes by hand to keep bad records with plain Spark: the
+    file reader in PERMISSIVE mode with a corrupt-record column, the good rows to the table and the bad ones
+    to a second table (read once, cached). sluice does more (undeclared fields kept, expectations)."""
+    source, rows = p1_source(SCALE)
+    log(f"P1b: {rows} rows of JSON")
     return measure(
-        "P1",
-        lambda: sluice_run(spec, WORK / "p1-sluice"),
-        lambda: plain_run(["json", str(source), str(WORK / "p1-plain" / "table"), ORDERS_SCHEMA],
-                          WORK / "p1-plain"),
+        "P1b",
+        lambda: sluice_run(p1_spec(source), WORK / "p1-sluice"),
+        lambda: plain_run(["json_permissive", str(source), str(WORK / "p1b-plain" / "table"),
+                           str(WORK / "p1b-plain" / "bad"), ORDERS_SCHEMA], WORK / "p1b-plain"),
     )
 
 
@@ -262,31 +316,37 @@ def case_p3() -> dict:
 # --- P4: Kafka -------------------------------------------------------------------------------------
 
 def case_p4() -> dict:
+    """P4 at BENCH_SCALE and at a quarter of it (a topic each; the fixed / per-row fit)."""
     from confluent_kafka import Producer
 
-    records = max(1000, int(500_000 * SCALE))
     broker = start_broker(WORK / "kafka", load_settings().jars_dir)
     try:
-        topic = "bench_orders"
-        create_topic(broker.bootstrap_servers, topic, partitions=3)
-        producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 20,
-                             "queue.buffering.max.messages": 1_000_000})
-        rng = random.Random(7)
-        for n in range(records):
-            producer.produce(topic, key=str(n), value=json.dumps(
-                {"id": n, "ts": "2026-11-01T10:00:00Z", "customer": f"c{rng.randint(1, 5000)}", "amount": n * 0.5}))
-            if n % 50_000 == 0:
-                producer.poll(0)
-        producer.flush(120)
-        log(f"P4: {records} records in a 3-partition topic")
-        spec = {"name": "bench_p4", "source": {"format": "kafka", "bootstrap_servers": broker.bootstrap_servers,
-                                               "topics": [topic], "value": {"format": "json", "schema": ORDERS_SCHEMA}}}
-        return measure(
-            "P4",
-            lambda: sluice_run(spec, WORK / "p4-sluice"),
-            lambda: plain_run(["kafka", broker.bootstrap_servers, topic, str(WORK / "p4-plain" / "table"),
-                               ORDERS_SCHEMA], WORK / "p4-plain"),
-        )
+        measured = []
+        for scale in (SCALE * FIT_FRACTION, SCALE):
+            records = max(1000, int(500_000 * scale))
+            topic = f"bench_orders_{records}"
+            create_topic(broker.bootstrap_servers, topic, partitions=3)
+            producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 20,
+                                 "queue.buffering.max.messages": 1_000_000})
+            rng = random.Random(7)
+            for n in range(records):
+                producer.produce(topic, key=str(n), value=json.dumps(
+                    {"id": n, "ts": "2026-11-01T10:00:00Z", "customer": f"c{rng.randint(1, 5000)}",
+                     "amount": n * 0.5}))
+                if n % 50_000 == 0:
+                    producer.poll(0)
+            producer.flush(120)
+            log(f"P4: {records} records in a 3-partition topic")
+            spec = {"name": "bench_p4", "source": {"format": "kafka", "bootstrap_servers": broker.bootstrap_servers,
+                                                   "topics": [topic],
+                                                   "value": {"format": "json", "schema": ORDERS_SCHEMA}}}
+            measured.append(measure(
+                "P4",
+                lambda: sluice_run(spec, WORK / "p4-sluice"),
+                lambda: plain_run(["kafka", broker.bootstrap_servers, topic, str(WORK / "p4-plain" / "table"),
+                                   ORDERS_SCHEMA], WORK / "p4-plain"),
+            ))
+        return with_fit(measured[1], measured[0])
     finally:
         stop_broker(broker)
         shutil.rmtree(WORK / "kafka", ignore_errors=True)
@@ -589,11 +649,15 @@ def case_b1() -> dict:
 
 
 CASES = {
-    "P1": ("file -> Delta rows/s, sluice run / plain batch", 0.90, "min", case_p1),
+    "P1": ("file -> Delta rows/s, sluice run / plain batch (fixed s + per-row µs: two scales)", 0.90, "min",
+           case_p1),
+    "P1b": ("P1's sluice run / plain Spark keeping bad records (PERMISSIVE + corrupt column, 2 tables)", 1.0,
+            "min", case_p1b),
     "P2": ("no new data: sluice run wall / bare spark-submit session start+stop", 1.30, "max", case_p2),
     "P3": ("10 new files: pipeline with a history (files / 10 batches) / fresh pipeline", 1.20, "max",
            case_p3),
-    "P4": ("Kafka -> Delta rows/s, sluice run / plain batch", 0.85, "min", case_p4),
+    "P4": ("Kafka -> Delta rows/s, sluice run / plain batch (fixed s + per-row µs: two scales)", 0.85, "min",
+           case_p4),
     # the goal is on seconds, not the ratio: task - spark-submit <= 5 s, and parse < 0.5 s per spec
     "P5": ("Airflow task wall / the spark-submit it ran (no new data); DAG parse with 50 specs", 5.0, "seconds", case_p5),
     "P6": ("MERGE sink, 10% updates rows/s, sluice run / plain batch MERGE", 0.85, "min", case_p6),

@@ -427,6 +427,9 @@ def _ran_batches(run: Run, ran: Ran, target: Target, *, before: int | None, late
     for report in reports:
         batch_id = report["batchId"]
         commit = commits.get(batch_id)
+        batch_stats = stats.get(batch_id) or {}
+        # a batch read again for its quarantine rows: Spark counted its input once per read
+        reads = max(1, int(batch_stats.get("source_reads", 1)))
         replayed = commit is not None and before is not None and commit["version"] <= before
         sources = []
         for index, source in enumerate(report.get("sources", [])):
@@ -435,13 +438,12 @@ def _ran_batches(run: Run, ran: Ran, target: Target, *, before: int | None, late
                 description=source.get("description"),
                 start_offset=as_json(source.get("startOffset")),
                 end_offset=as_json(source.get("endOffset")),
-                input_rows=source.get("numInputRows", 0),
+                input_rows=source.get("numInputRows", 0) // reads,
                 **({"files": files} if files is not None else {}),
             ))
-        batch_stats = stats.get(batch_id) or {}
         batches.append(BatchReport(
             batch_id=batch_id,
-            input_rows=report.get("numInputRows", 0),
+            input_rows=report.get("numInputRows", 0) // reads,
             # None: no commit by this run; see replay_of_version
             delta_version=commit["version"] if commit and not replayed else None,
             output_rows=commit["output_rows"] if commit and not replayed else 0,
