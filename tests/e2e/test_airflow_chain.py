@@ -34,18 +34,21 @@ def dags_test(dag_id: str, conf: dict | None = None):
     return done, done.stdout + done.stderr
 
 
-def chain_specs(lake, tmp_path: Path) -> None:
+def chain_specs(lake, tmp_path: Path, prefix: str = "af") -> None:
+    """bronze -> silver -> gold as ``<prefix>_bronze`` ..., reading ``landing/<prefix>``. The test run shares one
+    Airflow database: a test of its own DAG runs and Asset events gives its own prefix."""
     regions = tmp_path / "regions.csv"
     regions.write_text("customer,region\nann,north\nbob,south\n", encoding="utf-8")
-    bronze = {**BRONZE, "name": "af_bronze", "schedule": "@daily",
-              "source": {**BRONZE["source"], "path": "landing/af"},
+    bronze = {**BRONZE, "name": f"{prefix}_bronze", "schedule": "@daily",
+              "source": {**BRONZE["source"], "path": f"landing/{prefix}"},
               "transform": {"sql": "SELECT *, to_date(ts) AS day FROM source"},
               "sink": {"partition_by": ["day"]},
-              "backfill": {"column": "day", "path": "landing/af/dt={{ ds }}"}}
-    silver = json.loads(json.dumps(SILVER).replace("REGIONS", str(regions)).replace('"bronze"', '"af_bronze"'))
-    silver["name"] = "af_silver"
-    gold = json.loads(json.dumps(GOLD).replace('"silver"', '"af_silver"'))
-    gold["name"] = "af_gold"
+              "backfill": {"column": "day", "path": f"landing/{prefix}/dt={{{{ ds }}}}"}}
+    silver = json.loads(json.dumps(SILVER).replace("REGIONS", str(regions))
+                        .replace('"bronze"', f'"{prefix}_bronze"'))
+    silver["name"] = f"{prefix}_silver"
+    gold = json.loads(json.dumps(GOLD).replace('"silver"', f'"{prefix}_silver"'))
+    gold["name"] = f"{prefix}_gold"
     for data in (bronze, silver, gold):
         write_spec(lake.pipelines_dir, data)
 

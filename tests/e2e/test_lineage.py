@@ -21,18 +21,18 @@ def test_a_chains_lineage_links_its_tables_with_row_counts(lake, airflow_db, mon
     monkeypatch.setenv("AIRFLOW__OPENLINEAGE__TRANSPORT", json.dumps(
         {"type": "file", "log_file_path": str(events_file), "append": True}))
     monkeypatch.setenv("AIRFLOW__OPENLINEAGE__NAMESPACE", "sluice-test")
-    chain_specs(lake, tmp_path)
-    landing = lake.lake_root / "landing" / "af"
+    chain_specs(lake, tmp_path, prefix="ol")
+    landing = lake.lake_root / "landing" / "ol"
     write_lines(landing / "dt=2026-11-01" / "a.json", [
         order(1, "2026-11-01T09:00:00Z", "ann", 10.0), order(2, "2026-11-01T10:00:00Z", "bob", 20.0),
         '{"id": 3, "ts": "not a time"}'])
-    for dag_id in ("af_bronze", "af_silver"):
+    for dag_id in ("ol_bronze", "ol_silver"):
         done, output = dags_test(dag_id)
         assert done.returncode == 0, output[-4000:]
 
     completes = _completes(events_file)
-    bronze, silver = completes["af_bronze.ingest"], completes["af_silver.ingest"]
-    bronze_table, quarantine = str(lake.lake_root / "af_bronze"), str(lake.lake_root / "_quarantine" / "af_bronze")
+    bronze, silver = completes["ol_bronze.ingest"], completes["ol_silver.ingest"]
+    bronze_table, quarantine = str(lake.lake_root / "ol_bronze"), str(lake.lake_root / "_quarantine" / "ol_bronze")
     assert [(i["namespace"], i["name"]) for i in bronze["inputs"]] == [("file", str(landing))]
     assert bronze["inputs"][0]["inputFacets"]["inputStatistics"]["rowCount"] == 3
     outputs = {o["name"]: o for o in bronze["outputs"]}
