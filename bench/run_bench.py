@@ -175,8 +175,10 @@ def fit(small: dict, large: dict) -> dict:
     return out
 
 
-def with_fit(large: dict, small: dict) -> dict:
-    """The large run's result, with the fit and the small run beside it, and the fit in the table's figures."""
+def at_two_scales(measure_at) -> dict:
+    """``measure_at(scale)`` at a quarter of BENCH_SCALE and at BENCH_SCALE: the large run's result, with the
+    fit and the small run beside it, and the fit in the table's figures."""
+    small, large = (measure_at(scale) for scale in (SCALE * FIT_FRACTION, SCALE))
     line = fit(small, large)
     figures = {f"{side}_figure": f"{large[f'{side}_rows_per_s']:,} rows/s ({line[side]['fixed_s']:.1f} s + "
                                  f"{line[side]['per_row_us']:.1f} µs/row)" for side in ("sluice", "plain")}
@@ -196,17 +198,17 @@ def p1_spec(source: Path) -> dict:
 
 def case_p1() -> dict:
     """P1 at BENCH_SCALE and at a quarter of it (the fixed / per-row fit)."""
-    measured = []
-    for scale in (SCALE * FIT_FRACTION, SCALE):
+    def measure_at(scale: float) -> dict:
         source, rows = p1_source(scale)
         log(f"P1: {rows} rows of JSON in {source.name}")
-        measured.append(measure(
+        return measure(
             "P1",
             lambda: sluice_run(p1_spec(source), WORK / "p1-sluice"),
             lambda: plain_run(["json", str(source), str(WORK / "p1-plain" / "table"), ORDERS_SCHEMA],
                               WORK / "p1-plain"),
-        ))
-    return with_fit(measured[1], measured[0])
+        )
+
+    return at_two_scales(measure_at)
 
 
 def case_p1b() -> dict:
@@ -320,33 +322,32 @@ def case_p4() -> dict:
     from confluent_kafka import Producer
 
     broker = start_broker(WORK / "kafka", load_settings().jars_dir)
+
+    def measure_at(scale: float) -> dict:
+        records = max(1000, int(500_000 * scale))
+        topic = f"bench_orders_{records}"
+        create_topic(broker.bootstrap_servers, topic, partitions=3)
+        producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 20,
+                             "queue.buffering.max.messages": 1_000_000})
+        rng = random.Random(7)
+        for n in range(records):
+            producer.produce(topic, key=str(n), value=json.dumps(
+                {"id": n, "ts": "2026-11-01T10:00:00Z", "customer": f"c{rng.randint(1, 5000)}", "amount": n * 0.5}))
+            if n % 50_000 == 0:
+                producer.poll(0)
+        producer.flush(120)
+        log(f"P4: {records} records in a 3-partition topic")
+        spec = {"name": "bench_p4", "source": {"format": "kafka", "bootstrap_servers": broker.bootstrap_servers,
+                                               "topics": [topic], "value": {"format": "json", "schema": ORDERS_SCHEMA}}}
+        return measure(
+            "P4",
+            lambda: sluice_run(spec, WORK / "p4-sluice"),
+            lambda: plain_run(["kafka", broker.bootstrap_servers, topic, str(WORK / "p4-plain" / "table"),
+                               ORDERS_SCHEMA], WORK / "p4-plain"),
+        )
+
     try:
-        measured = []
-        for scale in (SCALE * FIT_FRACTION, SCALE):
-            records = max(1000, int(500_000 * scale))
-            topic = f"bench_orders_{records}"
-            create_topic(broker.bootstrap_servers, topic, partitions=3)
-            producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 20,
-                                 "queue.buffering.max.messages": 1_000_000})
-            rng = random.Random(7)
-            for n in range(records):
-                producer.produce(topic, key=str(n), value=json.dumps(
-                    {"id": n, "ts": "2026-11-01T10:00:00Z", "customer": f"c{rng.randint(1, 5000)}",
-                     "amount": n * 0.5}))
-                if n % 50_000 == 0:
-                    producer.poll(0)
-            producer.flush(120)
-            log(f"P4: {records} records in a 3-partition topic")
-            spec = {"name": "bench_p4", "source": {"format": "kafka", "bootstrap_servers": broker.bootstrap_servers,
-                                                   "topics": [topic],
-                                                   "value": {"format": "json", "schema": ORDERS_SCHEMA}}}
-            measured.append(measure(
-                "P4",
-                lambda: sluice_run(spec, WORK / "p4-sluice"),
-                lambda: plain_run(["kafka", broker.bootstrap_servers, topic, str(WORK / "p4-plain" / "table"),
-                                   ORDERS_SCHEMA], WORK / "p4-plain"),
-            ))
-        return with_fit(measured[1], measured[0])
+        return at_two_scales(measure_at)
     finally:
         stop_broker(broker)
         shutil.rmtree(WORK / "kafka", ignore_errors=True)

@@ -17,10 +17,9 @@ Most batches are written in ONE pass over their input (:meth:`BatchWriter._write
 write itself counts the bad records, rescued fields and expectation violations as it goes (Spark's
 observed metrics), and only a batch that had rows to set aside is read a second time, for its quarantine
 rows, after the sink commit (nothing is cached: its input is fixed, the same files or offsets). A batch
-whose outcome decides whether it may be written at all (anything set
-to ``fail``), ``add_columns`` (the new columns' types come from the batch), a MERGE sink and a backfill
-slice are counted first, over the cached batch (:meth:`BatchWriter._write_counted`): quarantine rows, then
-sink rows.
+whose outcome decides whether it may be written at all (anything set to ``fail``), ``add_columns`` (the
+new columns' types come from the batch), a MERGE sink and a backfill slice are counted first, over the
+cached batch (:meth:`BatchWriter._write_counted`): quarantine rows, then sink rows.
 
 While a one-pass batch is between its sink commit and its quarantine rows, a marker in the checkpoint
 (``sluice_quarantine_pending``) names it: a restart after a crash there reads the batch again for its
@@ -161,9 +160,6 @@ class BatchWriter:
         # them (the same files or offsets: a micro-batch's input is fixed), once per kind of rows set aside;
         # Spark adds each read to the query's input row count, which the run summary divides back
         # (``source_reads``).
-        self._one_pass_writes(batch, batch_id, stats)
-
-    def _one_pass_writes(self, batch: DataFrame, batch_id: int, stats: dict[str, Any]) -> None:
         spec = self.spec
         tag = uuid.uuid4().hex[:12]
         # rows in: also tells whether the write ran at all (Delta skips a transaction it has committed)

@@ -429,7 +429,7 @@ def _ran_batches(run: Run, ran: Ran, target: Target, *, before: int | None, late
         commit = commits.get(batch_id)
         batch_stats = stats.get(batch_id) or {}
         # a batch read again for its quarantine rows: Spark counted its input once per read
-        reads = max(1, int(batch_stats.get("source_reads", 1)))
+        reads = batch_stats.get("source_reads", 1)
         replayed = commit is not None and before is not None and commit["version"] <= before
         sources = []
         for index, source in enumerate(report.get("sources", [])):
