@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sluice.backlog import measure
-from sluice.catalog import PipelineCatalog
+from sluice.catalog import PipelineCatalog, resolve_upstream
 from sluice.ledger import latest_runs
 from sluice.settings import Settings
 from sluice.spec import DeltaSource, KafkaSource, PipelineSpec
@@ -20,8 +20,6 @@ RUNS_SHOWN = 10
 def overview(settings: Settings, *, runs: int = RUNS_SHOWN, now: datetime | None = None) -> dict[str, Any]:
     """``{"pipelines": [...], "errors": [...], "ledger": path, "at": iso}``: one entry per valid spec (sorted
     by name), the invalid specs' errors beside them."""
-    from sluice.catalog import resolve_upstream
-
     catalog = PipelineCatalog.load(settings.pipelines_dir)
     now = now or datetime.now(UTC)
     found = []

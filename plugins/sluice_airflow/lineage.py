@@ -23,6 +23,7 @@ from typing import Any
 from sluice.object_store import bucket_and_key, is_object_store_uri
 from sluice.settings import Settings
 from sluice.spec import DeltaSource, KafkaSource, PipelineSpec
+from sluice.storage import local_path
 
 
 def dataset_name(uri: str) -> tuple[str, str]:
@@ -30,9 +31,11 @@ def dataset_name(uri: str) -> tuple[str, str]:
     if is_object_store_uri(uri):
         bucket, key = bucket_and_key(uri)
         return f"s3://{bucket}", key.strip("/")
-    path = uri[len("file:"):] if uri.startswith("file:") else uri
-    while path.startswith("//"):
-        path = path[1:]
+    path = local_path(uri)
+    if path is None:  # another file system: its scheme and authority, then the path
+        scheme, _, rest = uri.partition("://")
+        authority, _, path = rest.partition("/")
+        return f"{scheme}://{authority}", "/" + path
     return "file", os.path.abspath(path)
 
 
