@@ -16,8 +16,9 @@ import pytest
 
 from sluice.contract import run_job
 from sluice.run_request import run_request
-from sluice.spec import SpecError
+from sluice.spec import SpecError, load_spec
 from spark_jobs.runner import run_pipeline
+from tests.conftest import PROJECT
 from tests.helpers import end_offsets, make_spec, new_topic
 
 CLICK = {"type": "record", "name": "Click", "namespace": "dev.sluice.test", "fields": [
@@ -164,7 +165,7 @@ def test_plain_values_with_a_relative_schema_file_dry_run_and_backfill(spark, la
                    (3, "/p3", date(2026, 11, 2))]
 
 
-def kafka_value(tmp_path: Path, value: dict) -> dict:
+def kafka_value(value: dict) -> dict:
     return {"name": "k", "source": {"format": "kafka", "bootstrap_servers": "127.0.0.1:9", "topics": ["t"],
                                     "value": value}}
 
@@ -192,12 +193,22 @@ def test_avro_spec_errors_name_the_field_and_the_file(tmp_path, schema_text, val
     if schema_text is not None:
         path.write_text(schema_text, encoding="utf-8")
     with pytest.raises(SpecError, match=message):
-        make_spec(kafka_value(tmp_path, {"format": "avro", "schema_file": str(path), **value}))
+        make_spec(kafka_value({"format": "avro", "schema_file": str(path), **value}))
 
 
-def test_avro_only_fields_are_refused_for_other_value_formats(tmp_path):
+def test_avro_only_fields_are_refused_for_other_value_formats():
     with pytest.raises(SpecError, match=r"source\.value\.schema_file: only for avro values \(format: avro\), not "
                                         r"json; remove it"):
-        make_spec(kafka_value(tmp_path, {"format": "json", "schema": "id BIGINT", "schema_file": "x.avsc"}))
+        make_spec(kafka_value({"format": "json", "schema": "id BIGINT", "schema_file": "x.avsc"}))
     with pytest.raises(SpecError, match=r"source\.value\.schema_file: required for avro values"):
-        make_spec(kafka_value(tmp_path, {"format": "avro", "schema_ids": "any"}))
+        make_spec(kafka_value({"format": "avro", "schema_ids": "any"}))
+
+
+def test_the_sample_spec_reads_the_project_schema_file(monkeypatch):
+    # docs/kafka.md's walkthrough: the sample's relative schema_file starts at the project folder
+    monkeypatch.delenv("SLUICE_HOME", raising=False)
+    spec = load_spec(PROJECT / "include" / "samples" / "clicks_avro.yaml")
+    value = spec.source.value
+    assert (value.confluent, value.schema_ids, value.avro_schema_path()) == (
+        True, [1], PROJECT / "include" / "schemas" / "clicks.avsc")
+    assert [f["name"] for f in json.loads(value.avro_schema)["fields"]] == ["user", "page", "ts", "referrer"]
