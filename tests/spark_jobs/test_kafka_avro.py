@@ -265,3 +265,26 @@ def test_every_avro_type_decodes_and_is_as_long_encoded_again(spark, tmp_path):
         (Row(member0=None, member1="s"), "A", b"cd", {}, [], Decimal("-1.00"), date(2026, 1, 2),
          Row(x=0.0, b=False), None),
     ]
+
+
+def test_spark_avro_alone_cannot_tell_a_bad_body_from_a_record_of_nulls(spark):
+    # Why avro_columns adds a field to the reader schema and encodes records again (docs/kafka.md): what
+    # spark-avro's from_avro does on its own with a truncated body and with bytes after the record
+    from py4j.protocol import Py4JJavaError
+    from pyspark.sql.avro.functions import from_avro
+
+    good = avro_body(click(0))
+    df = spark.createDataFrame([(good,), (good[:-4],), (good + b"xyz",)], "v BINARY")
+    schema = json.dumps(CLICK)
+
+    permissive = [r.c for r in df.select(from_avro("v", schema, {"mode": "PERMISSIVE"}).alias("c")).collect()]
+    # PERMISSIVE: the truncated body is a struct of nulls, not a null; the longer one decodes as if it were good
+    assert [None if c is None else c.asDict() for c in permissive] == [
+        {"id": 0, "page": "/p0", "amount": 0.0},
+        {"id": None, "page": None, "amount": None},
+        {"id": 0, "page": "/p0", "amount": 0.0},
+    ]
+    # FAILFAST: the truncated body fails the whole query
+    with pytest.raises(Py4JJavaError, match=r"Malformed records are detected in record parsing\. Current parse "
+                                            r"Mode: FAILFAST"):
+        df.select(from_avro("v", schema, {"mode": "FAILFAST"})).collect()
