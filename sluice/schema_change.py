@@ -235,7 +235,8 @@ _KAFKA_COLUMNS = (("key", "string"), ("topic", "string"), ("partition", "int"), 
 
 def output_without_spark(spec, settings) -> Type | None:
     """The columns a run of ``spec`` writes, when they follow from the spec alone: no ``transform.sql`` (whose
-    columns only Spark's analyzer knows). None otherwise, or when a Delta source's table does not exist."""
+    columns only Spark's analyzer knows), no Avro value (spark-avro's). None otherwise, or when a Delta
+    source's table does not exist."""
     from sluice.delta_log import log_state
     from sluice.spec import RESCUED_COLUMN, DeltaSource, KafkaSource
 
@@ -248,6 +249,8 @@ def output_without_spark(spec, settings) -> Type | None:
         upstream = log_state(resolve_upstream(spec, settings).source_path(settings))
         return from_json(upstream["schema"]) if upstream is not None else None
     if isinstance(source, KafkaSource):
+        if source.value.format == "avro":  # the columns are spark-avro's conversion of the Avro schema
+            return None
         value = (from_ddl(source.value.schema_)[1] if source.value.format == "json" else (("value", "string"),))
         columns = (*value, *_KAFKA_COLUMNS)
     elif source.format == "text":

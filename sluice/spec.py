@@ -22,13 +22,15 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     ValidationError,
     field_validator,
     model_validator,
 )
 
+from sluice.avro_schema import AvroSchemaError, read_avro_schema
 from sluice.ddl import DdlError, parse_ddl_schema
-from sluice.settings import Settings
+from sluice.settings import Settings, load_settings
 from sluice.spec_errors import SpecError, describe
 
 NAME_PATTERN = r"^[a-z][a-z0-9_]*$"
@@ -243,11 +245,26 @@ KAFKA_COLUMNS = ("key", "topic", "partition", "offset", "timestamp")
 class KafkaValue(_Model):
     """How to read the record value."""
 
-    format: Literal["json", "string"] = "string"
-    """``json``: parse into columns with ``schema``; ``string``: one ``value STRING`` column."""
+    format: Literal["json", "string", "avro"] = "string"
+    """``json``: parse into columns with ``schema``; ``string``: one ``value STRING`` column; ``avro``: decode
+    with the Avro schema in ``schema_file`` into its record's fields (see docs/kafka.md, "Avro values")."""
     schema_: str | None = Field(default=None, alias="schema")
     """Spark DDL of a ``json`` value's columns (required for ``json``, not allowed for ``string``); it cannot
     name the columns sluice adds: ``key``, ``topic``, ``partition``, ``offset``, ``timestamp``, ``_rescued``."""
+    schema_file: str | None = None
+    """``avro`` only, and required: the Avro schema (``.avsc``, JSON) the values were written with, a record
+    whose fields become the columns; relative to the project folder (``SLUICE_HOME``, e.g.
+    ``include/schemas/clicks.avsc``, like ``transform.tables``), or absolute. Read and checked when the spec is
+    loaded."""
+    wire_format: Literal["confluent", "plain"] | None = None
+    """``avro`` only: ``confluent`` (the default): each value is Confluent's wire format, a magic byte 0, the
+    schema id (4 bytes, big-endian), then the Avro body; ``plain``: the value is the Avro body only."""
+    schema_ids: list[Annotated[int, Field(ge=0)]] | Literal["any"] | None = None
+    """``avro`` with ``wire_format: confluent``, and required there: the schema ids (of the schema registry)
+    whose records are decoded with ``schema_file``, e.g. ``[1, 2]``; a record with another id is a bad record.
+    ``any`` accepts every id (the id is then not checked). Not allowed with ``plain``, which has no id."""
+
+    _avro_schema: str | None = PrivateAttr(default=None)
 
     @field_validator("schema_")
     @classmethod
@@ -268,7 +285,54 @@ class KafkaValue(_Model):
             raise ValueError('schema: required for json values, as Spark DDL, e.g. schema: "id BIGINT, ts TIMESTAMP"')
         if self.format == "string" and self.schema_ is not None:
             raise ValueError("schema: string values are one column `value STRING`; remove schema or use format: json")
+        if self.format != "avro":
+            for name in ("schema_file", "wire_format", "schema_ids"):
+                if getattr(self, name) is not None:
+                    raise ValueError(f"{name}: only for avro values (format: avro), not {self.format}; remove it")
         return self
+
+    @model_validator(mode="after")
+    def _avro(self) -> KafkaValue:
+        if self.format != "avro":
+            return self
+        if self.schema_ is not None:
+            raise ValueError("schema: avro values take their columns from the Avro schema; remove schema and "
+                             "name the .avsc file in schema_file")
+        if self.schema_file is None:
+            raise ValueError("schema_file: required for avro values: the Avro schema (.avsc) the values were "
+                             "written with, e.g. schema_file: include/schemas/clicks.avsc")
+        if self.wire_format == "plain" and self.schema_ids is not None:
+            raise ValueError("schema_ids: plain Avro values carry no schema id; remove schema_ids, or use "
+                             "wire_format: confluent")
+        if self.wire_format != "plain" and self.schema_ids is None:
+            raise ValueError("schema_ids: required with wire_format: confluent (the default): the schema ids whose "
+                             "records schema_file decodes, e.g. schema_ids: [1], or schema_ids: any to accept "
+                             "every id; or wire_format: plain for values without the 5-byte header")
+        if self.schema_ids == []:
+            raise ValueError("schema_ids: empty: name at least one id, or any to accept every id")
+        try:
+            text = read_avro_schema(self.avro_schema_path(), reserved=(*KAFKA_COLUMNS,))
+        except AvroSchemaError as err:
+            raise ValueError(f"schema_file: {err}") from None
+        self._avro_schema = text
+        return self
+
+    def avro_schema_path(self) -> Path:
+        """``schema_file`` as a path: relative ones start at the project folder (``SLUICE_HOME``)."""
+        path = Path(self.schema_file).expanduser()
+        return path if path.is_absolute() else load_settings().home / path
+
+    @property
+    def avro_schema(self) -> str:
+        """The Avro schema (compact JSON) read from ``schema_file`` when the spec was loaded."""
+        if self._avro_schema is None:
+            raise TypeError(f"value format {self.format} has no Avro schema")
+        return self._avro_schema
+
+    @property
+    def confluent(self) -> bool:
+        """Avro values in Confluent's wire format (the default wire format)."""
+        return self.format == "avro" and self.wire_format != "plain"
 
 
 class KafkaSource(_Model):
@@ -289,7 +353,8 @@ class KafkaSource(_Model):
     max_offsets_per_trigger: Annotated[int, Field(gt=0)] | None = None
     """Rate limit: at most this many records per micro-batch (a run then executes several)."""
     value: KafkaValue = Field(default_factory=KafkaValue)
-    """How to read the record value: ``{format: json, schema: ...}``, or ``{format: string}`` (the default)."""
+    """How to read the record value: ``{format: json, schema: ...}``, ``{format: avro, schema_file: ...,
+    schema_ids: [...]}``, or ``{format: string}`` (the default)."""
     options: dict[str, OptionValue] = Field(default_factory=dict)
     """Passed to Spark's Kafka source as they are: ``kafka.*`` client settings and connector options."""
     fail_on_data_loss: bool = True
@@ -545,8 +610,8 @@ class PipelineSpec(_Model):
     spark_conf: dict[str, OptionValue] = Field(default_factory=dict)
     """Extra ``--conf`` settings for this pipeline's spark-submit (they override sluice's defaults)."""
     on_bad_records: OnBadRecords = "quarantine"
-    """A record that does not parse or does not fit the schema (json, csv, Kafka json values): ``quarantine``
-    it (raw text, source, error) in the quarantine table; ``fail`` the run before the batch is committed;
+    """A record that does not parse or does not fit the schema (json, csv, Kafka json and avro values):
+    ``quarantine`` it (raw text, source, error) in the quarantine table; ``fail`` the run before the batch is committed;
     or ``drop`` it (still counted in the run summary). See docs/data-quality.md."""
     quarantine_path: str | None = None
     """The quarantine Delta table: relative to the lake root, or absolute. Default ``_quarantine/<name>``."""
@@ -659,9 +724,10 @@ class PipelineSpec(_Model):
         return stateful_sql(sql) or bool(transform and (transform.watermark or transform.dedupe))
 
     def parses_records(self) -> bool:
-        """The source parses text into the schema's columns, so a record can be bad (json, csv, Kafka json)."""
+        """The source parses records into the schema's columns, so a record can be bad (json, csv, Kafka json
+        and avro)."""
         if isinstance(self.source, KafkaSource):
-            return self.source.value.format == "json"
+            return self.source.value.format in ("json", "avro")
         return self.source.format in ("json", "csv")
 
     def upstream_pipelines(self) -> list[str]:

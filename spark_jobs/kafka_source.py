@@ -5,7 +5,9 @@ reads exactly the records that arrived since the last committed batch. Each reco
 the value's columns plus ``key``, ``topic``, ``partition``, ``offset``, ``timestamp``.
 
 A value that is not valid JSON for the declared schema is a bad record (:mod:`spark_jobs.records`): it goes
-to the quarantine table with its text and ``topic/partition/offset``, never into the table as nulls.
+to the quarantine table with its text and ``topic/partition/offset``, never into the table as nulls. So does an
+Avro value that is not in the declared wire format, has a schema id the spec does not accept, or does not decode
+(:func:`avro_columns`); its quarantine row's raw text is the value's bytes in base64.
 """
 
 from __future__ import annotations
@@ -15,12 +17,14 @@ import json
 import os
 
 from py4j.protocol import Py4JJavaError
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.avro.functions import from_avro, to_avro
 
+from sluice.avro_schema import DECODED_FIELD, field_names, reader_schema
 from sluice.contract import KAFKA_SECRET_ENV
 from sluice.spark_conf import option_text
-from sluice.spec import KafkaSource
+from sluice.spec import KafkaSource, KafkaValue
 from spark_jobs.records import json_columns, with_bad_columns
 
 
@@ -119,15 +123,75 @@ def records(raw: DataFrame, source: KafkaSource, *, rescue: bool = True) -> Data
     text = F.col("value").cast("string")
     if source.value.format == "string":
         return raw.select(text.alias("value"), *metadata)
+    origin = F.concat_ws("/", F.col("topic"), F.col("partition").cast("string"), F.col("offset").cast("string"))
+    if source.value.format == "avro":
+        raw, columns, error = avro_columns(raw, source.value)
+        return with_bad_columns(raw, [*columns, *metadata], error, F.base64(F.col("value")), origin)
     options = {k: option_text(v) for k, v in source.options.items() if not k.startswith("kafka.")}
     raw, columns, error = json_columns(raw, text, source.value.schema_, options, rescue=rescue,
                                        keep=[F.col(c) for c in ("key", "value", "topic", "partition", "offset",
                                                                 "timestamp")])
     # a record without a value (a tombstone) is no JSON object either: it is a bad record too
-    error = F.when(text.isNull(), F.lit("the record has no value (null)")).otherwise(error)
-    origin = F.concat_ws("/", F.col("topic"), F.col("partition").cast("string"), F.col("offset").cast("string"))
+    error = F.when(text.isNull(), F.lit(NO_VALUE)).otherwise(error)
     declared, rescued = (columns[:-1], columns[-1:]) if rescue else (columns, [])
     return with_bad_columns(raw, [*declared, *metadata, *rescued], error, text, origin)
+
+
+NO_VALUE = "the record has no value (null)"
+DECODED = "__sluice_decoded_value"
+HEADER = 5
+"""Confluent's wire format: magic byte 0, then the schema id as 4 bytes, big-endian, then the Avro body."""
+
+
+def avro_columns(raw: DataFrame, value: KafkaValue) -> tuple[DataFrame, list[Column], Column]:
+    """``raw`` with each value decoded once (a column of its own, like :func:`~spark_jobs.records.json_columns`),
+    and over it the Avro record's fields as columns and the error column (null when the record is good).
+
+    spark-avro's ``from_avro`` in PERMISSIVE mode returns a struct of nulls, not a null, for a body that does
+    not decode (https://spark.apache.org/docs/latest/sql-data-sources-avro.html#to_avro-and-from_avro), so
+    the reader schema has one field more, :data:`~sluice.avro_schema.DECODED_FIELD`, which schema resolution
+    sets to its default (true) only for a record that decodes. The decoder also stops at the end of the
+    record without looking at what follows (a value written with a longer schema "decodes" into the first
+    fields): a decoded record is encoded again and must be as long as the body."""
+    schema = value.avro_schema
+    names = field_names(schema)
+    data = F.col("value")
+    size = F.length(data)
+    if value.confluent:
+        body = F.substring(data, HEADER + 1, 2**31 - 1)
+        schema_id = F.conv(F.hex(F.substring(data, 2, 4)), 16, 10).cast("bigint")
+    else:
+        body = data
+    options = {"mode": "PERMISSIVE", "avroSchema": reader_schema(schema)}
+    keep = [F.col(c) for c in ("key", "value", "topic", "partition", "offset", "timestamp")]
+    staged = raw.select(F.inline(F.array(F.struct(*keep, from_avro(body, schema, options).alias(DECODED)))))
+    decoded = F.col(DECODED)
+    ok = decoded.getField(DECODED_FIELD)
+    fields = [decoded.getField(n) for n in names]
+    left_over = size - F.lit(HEADER if value.confluent else 0) - F.length(to_avro(F.struct(*fields), schema))
+    where = value.schema_file
+    error = F.when(data.isNull(), F.lit(NO_VALUE))
+    if value.confluent:
+        error = (
+            error.when(size < HEADER, F.concat(F.lit("not Confluent wire format ("), size.cast("string"),
+                                               F.lit(" bytes, shorter than its 5-byte header)")))
+            .when(F.substring(data, 1, 1) != F.unhex(F.lit("00")),
+                  F.concat(F.lit("not Confluent wire format (magic byte 0x"), F.lower(F.hex(F.substring(data, 1, 1))),
+                           F.lit(", not 0x00)")))
+        )
+        if value.schema_ids != "any":
+            accepted = ", ".join(str(i) for i in value.schema_ids)
+            error = error.when(~schema_id.isin(*value.schema_ids),
+                               F.concat(F.lit("schema id "), schema_id.cast("string"),
+                                        F.lit(f" not in schema_ids [{accepted}]")))
+    error = (
+        error.when(ok.isNull(), F.lit(f"Avro body does not decode with schema {where}"))
+        # CASE WHEN evaluates a branch only for the rows that reach it: to_avro never sees a record of nulls
+        .when(left_over != 0, F.concat(F.lit(f"Avro body does not decode with schema {where}: "),
+                                       left_over.cast("string"),
+                                       F.lit(" byte(s) left over after the record (written with another schema?)")))
+    )
+    return staged, [f.alias(n) for f, n in zip(fields, names)], error
 
 
 def check_brokers_and_topics(spark: SparkSession, source: KafkaSource, config: dict[str, str]) -> None:
