@@ -33,12 +33,13 @@ class SchemaVersion(BaseModel):
     """The source's columns as Spark DDL: what the run reads the files with."""
     created_at: str
     run_id: str | None = None
-    reason: Literal["inferred", "add_columns"]
-    """``inferred`` from a sample of files (version 0), or ``add_columns`` by a batch of the run ``run_id``."""
+    reason: Literal["inferred", "add_columns", "hints"]
+    """``inferred`` from a sample of files (version 0), ``add_columns`` by a batch of the run ``run_id``, or
+    ``hints``: the spec's ``schema_hints`` changed, and the run ``run_id`` stored their types."""
     files: list[str] = []
     """``inferred``: the files sampled, oldest first."""
     hints: str | None = None
-    """``inferred``: the ``schema_hints`` applied over the sample's types."""
+    """The spec's ``schema_hints`` this version applies (carried to the next versions)."""
     added_columns: list[str] = []
     """``add_columns``: the columns this version added."""
     batch_id: int | None = None
@@ -106,8 +107,24 @@ def next_version(current: SchemaVersion, added: list[tuple[str, str]], *, run_id
     if not new:
         return None
     return SchemaVersion(version=current.version + 1, ddl=f"{current.ddl}, {ddl_text(new)}", created_at=now(),
-                         run_id=run_id, reason="add_columns", added_columns=[name for name, _ in new],
-                         batch_id=batch_id)
+                         run_id=run_id, reason="add_columns", hints=current.hints,
+                         added_columns=[name for name, _ in new], batch_id=batch_id)
+
+
+def hinted_version(current: SchemaVersion, hints: str | None, *, run_id: str) -> SchemaVersion | None:
+    """The version after ``current`` when the spec's ``schema_hints`` changed since it was stored and name
+    types it does not have: hints are applied once, when they change, never by a new inference. None when
+    nothing changes (removing a hint keeps the types it gave)."""
+    if not hints or hints == current.hints:
+        return None
+    columns = parse_ddl_schema(current.ddl)
+    hinted = with_hints(columns, hints)
+    if [(n, k.replace(" ", "").lower()) for n, k in hinted] == [(n, k.replace(" ", "").lower()) for n, k in columns]:
+        return None
+    have = {name.lower() for name, _ in columns}
+    return SchemaVersion(version=current.version + 1, ddl=ddl_text(hinted), created_at=now(), run_id=run_id,
+                         reason="hints", hints=hints,
+                         added_columns=[n for n, _ in parse_ddl_schema(hints) if n.lower() not in have])
 
 
 def store_missing(checkpoint: Checkpoint, versions: list[SchemaVersion]) -> list[int]:
@@ -128,6 +145,8 @@ def describe(versions: list[SchemaVersion]) -> list[str]:
     for v in versions:
         if v.reason == "inferred":
             made = f"inferred from {len(v.files)} file(s)" + (f" with hints {v.hints}" if v.hints else "")
+        elif v.reason == "hints":
+            made = f"schema_hints changed: {v.hints}"
         else:
             made = f"add_columns {', '.join(v.added_columns)} (batch {v.batch_id})"
         lines.append(f"version {v.version}  {v.created_at}  run {v.run_id}  {made}")

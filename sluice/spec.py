@@ -172,8 +172,10 @@ class FileSource(_Model):
     (see docs/schema-inference.md). Not allowed for ``text`` (always ``value STRING``)."""
     schema_hints: str | None = None
     """Without ``schema``: the types of named columns, as Spark DDL (``amount DECIMAL(12,2), ts TIMESTAMP``),
-    over what the inference found; a hint naming a column the sample does not have adds it. With a
-    declared ``schema``, write the types there instead."""
+    over what the inference found; for json and parquet a hint naming a column the sample does not have adds
+    it (csv values are matched by position: hint only columns the files have). Changed after the first run,
+    the new hints are stored as the schema's next version (a changed type then meets the table's schema
+    checks). With a declared ``schema``, write the types there instead."""
     inference: SchemaInference | None = None
     """Without ``schema``: how much the first run reads to infer it, ``{max_files: 50, max_bytes: 52428800}``
     (the oldest files first, the order the stream takes them). csv columns are inferred as STRING unless

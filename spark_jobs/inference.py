@@ -15,6 +15,7 @@ from sluice.ddl import DdlError, parse_ddl_schema
 from sluice.schemas import (
     SchemaVersion,
     ddl_text,
+    hinted_version,
     history,
     infers_schema,
     now,
@@ -42,6 +43,12 @@ def source_schema(spark: SparkSession, spec: PipelineSpec, settings: Settings, c
         return spec, [], None
     versions = history(checkpoint)
     if versions:
+        changed = hinted_version(versions[-1], spec.source.schema_hints, run_id=run_id)
+        if changed is not None:
+            if spec.source.format == "csv" and changed.added_columns:
+                raise InferenceError(_csv_hint_message(changed.added_columns, f"the stored schema (version "
+                                                       f"{versions[-1].version})", versions[-1].ddl))
+            versions = [*versions, changed]  # stored with the others before the query starts
         return with_schema(spec, versions[-1].ddl), versions, None
     inferred = infer(spark, spec, settings, run_id)
     return with_schema(spec, inferred.ddl), [inferred], inferred
@@ -95,10 +102,8 @@ def infer(spark: SparkSession, spec: PipelineSpec, settings: Settings, run_id: s
         have = {name.lower() for name, _ in columns}
         missing = [name for name, _ in parse_ddl_schema(source.schema_hints) if name.lower() not in have]
         if missing:
-            raise InferenceError(
-                f"source.schema_hints: column(s) {', '.join(missing)} are not in the csv files sampled in {path} "
-                f"(columns: {', '.join(name for name, _ in columns)}); csv values are matched to columns by "
-                "position, so hint only columns the files have (or declare source.schema)")
+            raise InferenceError(_csv_hint_message(missing, f"the csv files sampled in {path}",
+                                                   ", ".join(name for name, _ in columns)))
     ddl = ddl_text(with_hints(columns, source.schema_hints))
     try:
         parse_ddl_schema(ddl)
@@ -107,6 +112,12 @@ def infer(spark: SparkSession, spec: PipelineSpec, settings: Settings, run_id: s
                              f"sluice reads ({err}); declare source.schema") from None
     return SchemaVersion(version=0, ddl=ddl, created_at=now(), run_id=run_id, reason="inferred",
                          files=files, hints=source.schema_hints)
+
+
+def _csv_hint_message(missing: list[str], where: str, columns: str) -> str:
+    return (f"source.schema_hints: column(s) {', '.join(missing)} are not in {where} (columns: {columns}); "
+            "csv values are matched to columns by position, so hint only columns the files have (or declare "
+            "source.schema)")
 
 
 def type_ddl(spark: SparkSession, data_type: DataType) -> str:

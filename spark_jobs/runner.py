@@ -125,6 +125,11 @@ def _keep_schema(run: Run) -> None:
     written = store_missing(checkpoint_files.checkpoint(run.spark, run.target.checkpoint), run.schemas)
     if run.summary.schema_inferred is not None and 0 in written:
         run.summary.schema_inferred["stored"] = True
+    # a version made by this run because the spec's schema_hints changed (not one a reset stores again)
+    hinted = [v.version for v in run.schemas if v.version in written and v.reason == "hints"
+              and v.run_id == run.job.run_id]
+    if hinted:
+        run.summary.schema_versions_added = hinted
 
 
 def _backlog(spec: PipelineSpec, settings: Settings) -> dict:
@@ -281,7 +286,7 @@ def _run_query(run: Run) -> None:
         phases["report"] = round(time.monotonic() - mark, 3)
         added = sorted(s["schema_version"] for s in writer.stats.values() if "schema_version" in s)
         if added:
-            summary.schema_versions_added = added
+            summary.schema_versions_added = [*(summary.schema_versions_added or []), *added]
         if reingest and summary.error is None:
             mark = time.monotonic()
             _run_reingest(run, target)

@@ -10,7 +10,7 @@ import pytest
 from sluice.checkpoint import Checkpoint
 from sluice.cli import main
 from sluice.schema_change import next_change
-from sluice.schemas import SchemaVersion, history, next_version, stored_spec, with_hints
+from sluice.schemas import SchemaVersion, hinted_version, history, next_version, stored_spec, with_hints
 from sluice.spec import SpecError, parse_spec
 from tests.helpers import write_spec
 
@@ -59,6 +59,18 @@ def test_next_version_adds_only_new_columns_and_says_who_made_it():
     assert (v1.version, v1.ddl, v1.reason, v1.run_id, v1.batch_id, v1.added_columns) == (
         1, "id BIGINT, coupon STRING, qty INT", "add_columns", "r1", 4, ["coupon", "qty"])
     assert next_version(v1, [("coupon", "STRING")], run_id="r2", batch_id=5) is None
+
+
+def test_changed_hints_make_the_next_version_and_unchanged_or_removed_ones_none():
+    v0 = SchemaVersion(version=0, ddl="amount STRING, id BIGINT", created_at="x", reason="inferred",
+                       hints="id BIGINT")
+    v1 = hinted_version(v0, "id BIGINT, amount DECIMAL(12,2), ts TIMESTAMP", run_id="r1")
+    assert (v1.version, v1.ddl, v1.reason, v1.hints, v1.run_id, v1.added_columns) == (
+        1, "amount DECIMAL(12,2), id BIGINT, ts TIMESTAMP", "hints", "id BIGINT, amount DECIMAL(12,2), ts TIMESTAMP",
+        "r1", ["ts"])
+    assert hinted_version(v0, "id BIGINT", run_id="r1") is None  # the hints the version was made with
+    assert hinted_version(v0, None, run_id="r1") is None  # removed: the types they gave stay
+    assert hinted_version(v0, "ID bigint", run_id="r1") is None  # different text, no different type
 
 
 def _store(lake, *versions: SchemaVersion) -> str:

@@ -14,7 +14,8 @@ import pytest
 from sluice.checkpoint import Checkpoint
 from sluice.contract import run_job
 from sluice.ledger import latest_runs
-from spark_jobs.inference import InferenceError, infer
+from sluice.schemas import SchemaVersion
+from spark_jobs.inference import InferenceError, infer, source_schema
 from spark_jobs.runner import RunFailed, run_pipeline
 from tests.helpers import make_spec, write_lines
 
@@ -159,3 +160,23 @@ def test_no_files_to_infer_from_fails_the_run_clearly(spark, lake):
             r"run infers the schema from the files it finds\), or declare source.schema")):
         run(spark, spec, lake)
     assert not (lake.checkpoint_root / "sales" / "schemas").exists()
+
+
+def test_a_stored_schema_is_read_back_and_changed_hints_become_its_next_version(lake):
+    # no Spark: a stored version is never inferred again
+    checkpoint = Checkpoint(str(lake.checkpoint_root / "sales"))
+    v0 = SchemaVersion(version=0, ddl="zip STRING, amount STRING", created_at="x", reason="inferred")
+    checkpoint.write_schema(v0.model_dump())
+    spec, versions, inferred = source_schema(None, make_spec(pipeline("csv")), lake, checkpoint.uri, "r1")
+    assert (spec.source.schema_, versions, inferred) == ("zip STRING, amount STRING", [v0], None)
+
+    hinted = make_spec(pipeline("csv", schema_hints="amount DECIMAL(12,2)"))
+    spec, versions, inferred = source_schema(None, hinted, lake, checkpoint.uri, "r2")
+    assert (spec.source.schema_, [v.version for v in versions], versions[-1].reason, versions[-1].run_id) == (
+        "zip STRING, amount DECIMAL(12,2)", [0, 1], "hints", "r2")
+    assert checkpoint.schema_versions() == [0]  # stored by the run, before its query starts
+
+    added = make_spec(pipeline("csv", schema_hints="country STRING"))
+    with pytest.raises(InferenceError, match=r"source.schema_hints: column\(s\) country are not in the stored "
+                                             r"schema \(version 0\) \(columns: zip STRING, amount STRING\)"):
+        source_schema(None, added, lake, checkpoint.uri, "r3")
