@@ -10,7 +10,14 @@ import pytest
 from sluice.checkpoint import Checkpoint
 from sluice.cli import main
 from sluice.schema_change import next_change
-from sluice.schemas import SchemaVersion, hinted_version, history, next_version, stored_spec, with_hints
+from sluice.schemas import (
+    SchemaVersion,
+    hinted_version,
+    history,
+    next_version,
+    stored_spec,
+    with_hints,
+)
 from sluice.spec import SpecError, parse_spec
 from tests.helpers import write_spec
 
