@@ -172,8 +172,9 @@ class FileSource(_Model):
     (see docs/schema-inference.md). Not allowed for ``text`` (always ``value STRING``)."""
     schema_hints: str | None = None
     """Without ``schema``: the types of named columns, as Spark DDL (``amount DECIMAL(12,2), ts TIMESTAMP``),
-    over what the inference found; for json and parquet a hint naming a column the sample does not have adds
-    it (csv values are matched by position: hint only columns the files have). Changed after the first run,
+    over what the inference found (json, csv; parquet files carry their types); for json a hint naming a
+    column the sample does not have adds it (csv values are matched by position: hint only columns the
+    files have). Changed after the first run,
     the new hints are stored as the schema's next version (a changed type then meets the table's schema
     checks). With a declared ``schema``, write the types there instead."""
     inference: SchemaInference | None = None
@@ -209,6 +210,10 @@ class FileSource(_Model):
             if self.format == "text" and getattr(self, name) is not None:
                 raise ValueError(f"{name}: text sources are one column `value STRING`, nothing is inferred; "
                                  f"remove {name}")
+        if self.format == "parquet" and self.schema_hints is not None:
+            raise ValueError("schema_hints: parquet files carry their columns' types, and the file source reads "
+                             "them as they are (a DOUBLE cannot be read as a DECIMAL); remove schema_hints and "
+                             "cast in transform.sql")
         if self.schema_ is not None and self.schema_hints is not None:
             raise ValueError("schema_hints: apply to an inferred schema; with a declared schema, write the "
                              "types in schema itself and remove schema_hints")

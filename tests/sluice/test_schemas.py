@@ -45,6 +45,8 @@ def test_json_csv_and_parquet_sources_need_no_schema():
     ({"schema": "a INT", "inference": {"max_files": 5}},
      "source.inference: the schema is declared, nothing is inferred; remove inference"),
     ({"format": "text", "schema_hints": "a INT"}, "source.schema_hints: text sources are one column `value STRING`, nothing is inferred; remove schema_hints"),
+    ({"format": "parquet", "schema_hints": "a DECIMAL(4,1)"},
+     "source.schema_hints: parquet files carry their columns' types, and the file source reads them as they are"),
     ({"inference": {"max_files": 0}}, "source.inference.max_files: Input should be greater than 0"),
 ])
 def test_bad_schema_fields_name_the_field_and_the_fix(source, message):

@@ -180,3 +180,13 @@ def test_a_stored_schema_is_read_back_and_changed_hints_become_its_next_version(
     with pytest.raises(InferenceError, match=r"source.schema_hints: column\(s\) country are not in the stored "
                                              r"schema \(version 0\) \(columns: zip STRING, amount STRING\)"):
         source_schema(None, added, lake, checkpoint.uri, "r3")
+
+
+def test_parquet_types_come_from_the_files(spark, lake):
+    spark.createDataFrame([(1, "ann", 2.5)], "id BIGINT, name STRING, score DOUBLE").coalesce(1).write.parquet(
+        str(lake.lake_root / "landing" / "sales"))  # its _SUCCESS marker is skipped, as Spark skips it
+    spec = make_spec(pipeline("parquet"))
+    summary = run(spark, spec, lake)
+    assert (summary["status"], summary["output_rows"], summary["schema_inferred"]["ddl"]) == (
+        "succeeded", 1, "id BIGINT, name STRING, score DOUBLE")
+    assert rows(spark, spec, lake) == [(1, "ann", 2.5)]
