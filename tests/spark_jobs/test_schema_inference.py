@@ -190,3 +190,19 @@ def test_parquet_types_come_from_the_files(spark, lake):
     assert (summary["status"], summary["output_rows"], summary["schema_inferred"]["ddl"]) == (
         "succeeded", 1, "id BIGINT, name STRING, score DOUBLE")
     assert rows(spark, spec, lake) == [(1, "ann", 2.5)]
+
+
+def test_a_reset_keeps_the_stored_versions_and_changed_hints_add_one(spark, lake):
+    land(lake, "1.json", json.dumps({"id": 1, "amount": 1.5}))
+    assert run(spark, make_spec(pipeline()), lake, run_id="r1")["schema_version"] == 0
+
+    # the hints changed a type: a reset rebuilds the table with it; the new checkpoint holds both versions
+    hinted = make_spec(pipeline(schema_hints="amount DECIMAL(12,2)"))
+    summary = run(spark, hinted, lake, run_id="r2", reset=True)
+    assert (summary["status"], summary["schema_version"], summary["schema_versions_added"]) == ("succeeded", 1, [1])
+    assert "schema_inferred" not in summary and summary["replaced_checkpoint"]
+    assert Checkpoint(hinted.checkpoint_path(lake)).schema_versions() == [0, 1]
+    assert [(stored(lake, n)["ddl"], stored(lake, n)["reason"]) for n in (0, 1)] == [
+        ("amount DOUBLE, id BIGINT", "inferred"), ("amount DECIMAL(12,2), id BIGINT", "hints")]
+    assert types(spark, hinted, lake) == {"amount": "decimal(12,2)", "id": "bigint", "_rescued": "string"}
+    assert rows(spark, hinted, lake) == [(Decimal("1.50"), 1, None)]
