@@ -87,6 +87,7 @@ def infer(spark: SparkSession, spec: PipelineSpec, settings: Settings, run_id: s
     # asks for it (options.inferSchema: true), or hinted per column (schema_hints)
     if source.format == "csv":
         options.setdefault("inferSchema", "false")
+        options.setdefault("multiLine", "true")  # as the stream reads csv: a quoted value may hold a line break
     options.setdefault("basePath", path)  # partition folders (dt=2026-11-01) are columns, as in the stream
     reader = spark.read.format(source.format)
     for key, value in options.items():
