@@ -27,6 +27,9 @@ SPEC_FILE = "sluice.json"
 QUARANTINE_PENDING = "sluice_quarantine_pending"
 UPSTREAM_PENDING = "sluice_upstream_pending"
 PROMOTE_PENDING = "sluice_promote_pending"
+SCHEMAS = "schemas"
+"""A file source without a declared schema: ``schemas/<n>``, the versions of the schema it reads with (JSON:
+version, ddl, created_at, run_id, reason, files sampled), the latest one in use (:mod:`sluice.schemas`)."""
 MARKERS = (QUARANTINE_PENDING, UPSTREAM_PENDING, PROMOTE_PENDING)
 """sluice's markers: a batch between its sink commit and its quarantine rows; upstream changes skipped by the
 stream and not yet rebuilt; rescued values not yet moved into their new columns."""
@@ -192,6 +195,26 @@ class Checkpoint:
             self.writer.delete(self.files.uri_of(name))
         else:
             self.files.delete(name)
+
+    def schema_versions(self) -> list[int]:
+        """The stored versions of the source's schema (``schemas/<n>``), ascending."""
+        return self.files.numbered(SCHEMAS)
+
+    def read_schema(self, version: int) -> dict[str, Any] | None:
+        """``schemas/<version>`` as JSON; None when it is missing."""
+        found = self.read_json(f"{SCHEMAS}/{version}")
+        return found if isinstance(found, dict) else None
+
+    def latest_schema(self) -> dict[str, Any] | None:
+        """The schema version in use: the highest one stored; None before the first run stored one."""
+        versions = self.schema_versions()
+        return self.read_schema(versions[-1]) if versions else None
+
+    def write_schema(self, record: dict[str, Any]) -> None:
+        """Store ``schemas/<record["version"]>`` whole (a crash leaves the file complete or absent)."""
+        if self.writer is not None and not self.files.is_dir(SCHEMAS):  # Spark's writer wants the folder there
+            self.files.make_dir(SCHEMAS)
+        self.write(f"{SCHEMAS}/{int(record['version'])}", json.dumps(record, indent=1))
 
     def recorded_query(self) -> dict[str, Any] | None:
         """What ``sluice.json`` says the checkpoint's query is (None: not recorded)."""

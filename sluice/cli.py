@@ -8,6 +8,7 @@
                                                      run a pipeline once, as its Airflow task does
     sluice show SPEC [--limit N]                     the pipeline's Delta table: history and rows
     sluice status SPEC [--limit N] [--json]          the pipeline's latest runs, from the run ledger
+    sluice schema SPEC [--json]                      the versions of the source's stored (inferred) schema
     sluice airflow ARGS...                           the airflow CLI with the project's environment
     sluice kafka up|down|status|create-topic T       the project's local Kafka broker
     sluice s3 up|down|status|env|create-bucket B     the project's local S3 server (SeaweedFS)
@@ -152,6 +153,11 @@ def _launch(job, spec, settings: Settings, lock, *, secret_env=None, airflow_fre
     if job.kind == "run":
         for warning in quality_warnings(summary):
             print(f"warning: {warning}", file=sys.stderr)
+        inferred = data.get("schema_inferred")
+        if inferred:
+            kept = "stored as version 0" if inferred["stored"] else "not stored (a dry run stores nothing)"
+            print(f"schema: inferred from {len(inferred['files'])} file(s), {kept}: {inferred['ddl']}",
+                  file=sys.stderr)
     print(json.dumps(data))
     return 0 if summary.succeeded else 1
 
@@ -183,6 +189,34 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
     from sluice.status import show_status
 
     return show_status(spec, settings, limit=args.limit, as_json=args.json)
+
+
+def cmd_schema(args: argparse.Namespace, settings: Settings) -> int:
+    """The versions of an inferred source schema, stored in the checkpoint (no Spark, no Airflow)."""
+    from sluice.schemas import history, infers_schema
+
+    spec = load_spec(resolve_spec_path(args.spec, settings))
+    checkpoint = spec.checkpoint_path(settings)
+    versions = history(checkpoint) if infers_schema(spec) else []
+    if args.json:
+        print(json.dumps({"pipeline": spec.name, "checkpoint": checkpoint, "declared": not infers_schema(spec),
+                          "versions": [v.model_dump() for v in versions]}))
+        return 0
+    if not infers_schema(spec):
+        declared = getattr(spec.source, "schema_", None) or "(none: the source's columns are fixed)"
+        print(f"{spec.name}: the spec declares the source's schema, nothing is inferred: {declared}")
+        return 0
+    if not versions:
+        print(f"{spec.name}: no stored schema yet in {checkpoint}: the first run infers it from the files in "
+              f"{spec.source_path(settings)} (sluice run {spec.name} --dry-run shows what it would infer)")
+        return 0
+    from sluice.schemas import describe
+
+    print(f"{spec.name}: {len(versions)} version(s) stored in {checkpoint}/schemas, version "
+          f"{versions[-1].version} in use")
+    for line in describe(versions):
+        print(line)
+    return 0
 
 
 def cmd_backlog(args: argparse.Namespace, settings: Settings) -> int:
@@ -368,6 +402,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--limit", type=int, default=10, help="runs to print (default 10)")
     p.add_argument("--json", action="store_true", help="one JSON object per run instead of a table")
     p.set_defaults(func=cmd_status)
+
+    p = sub.add_parser("schema", help="the versions of a file source's inferred schema, stored in its checkpoint")
+    p.add_argument("spec", metavar="SPEC", help="spec file or pipeline name")
+    p.add_argument("--json", action="store_true", help="the versions as one JSON object")
+    p.set_defaults(func=cmd_schema)
 
     p = sub.add_parser("backlog", help="what waits for each pipeline: unseen files, Kafka lag, upstream versions "
                                        "(no Spark, no Airflow)")

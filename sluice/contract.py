@@ -274,6 +274,14 @@ class RunSummary(Summary):
     bad_records_query: dict[str, Any] | None = None
     overwritten_files: dict[str, Any] | None = None
     reingest: ReingestReport | None = None
+    schema_version: int | None = None
+    """A file source without ``source.schema``: the stored version of its schema the run read with
+    (``schemas/<n>`` in the checkpoint; :mod:`sluice.schemas`). None: the spec declares it."""
+    schema_inferred: dict[str, Any] | None = None
+    """The first run of such a source: the schema it inferred (``version``, ``ddl``, ``files``) and whether it
+    was ``stored`` (a dry run shows it and stores nothing)."""
+    schema_versions_added: list[int] | None = None
+    """``schema_evolution: add_columns``: the versions of the stored schema this run wrote (new columns)."""
     backlog_before: dict[str, Any] | None = None
     """What waited for the pipeline when the run began (:mod:`sluice.backlog`); a dry run's prediction."""
     backlog_after: dict[str, Any] | None = None

@@ -96,6 +96,8 @@ def arrow_schema():
         # what waited for the pipeline when the run began and ended (sluice.backlog; JSON)
         ("backlog_before", pa.string()),
         ("backlog_after", pa.string()),
+        # a file source without source.schema: the stored version of its schema the run read with
+        ("schema_version", pa.int64()),
         ("micro_batches", pa.list_(batch)),
         ("summary", pa.string()),
     ])
@@ -151,6 +153,7 @@ def ledger_row(summary: Summary) -> dict[str, Any]:
         "upstream_changes": json.dumps(follow) if follow else None,
         "backlog_before": _text(run.backlog_before),
         "backlog_after": _text(run.backlog_after),
+        "schema_version": run.schema_version,
         "micro_batches": [
             {
                 "batch_id": b.batch_id,

@@ -255,6 +255,8 @@ def output_without_spark(spec, settings) -> Type | None:
         columns = (*value, *_KAFKA_COLUMNS)
     elif source.format == "text":
         columns = (("value", "string"),)
+    elif source.schema_ is None:  # to be inferred by the first run: only Spark knows it
+        return None
     else:
         columns = from_ddl(source.schema_)[1]
     if spec.rescues_fields() and spec.schema_evolution != "add_columns":
@@ -267,7 +269,9 @@ def next_change(spec, settings) -> tuple[SchemaChange | None, str]:
     a line saying it (for ``sluice validate``). None when there is nothing to compare: no table yet, or
     columns only Spark knows (``sluice run --dry-run`` shows those)."""
     from sluice.delta_log import log_state
+    from sluice.schemas import stored_spec
 
+    spec = stored_spec(spec, spec.checkpoint_path(settings))[0]  # an inferred schema: the version in use
     table = spec.sink_path(settings)
     state = log_state(table)
     output = output_without_spark(spec, settings) if state is not None else None

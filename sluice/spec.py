@@ -147,6 +147,18 @@ class Transform(_Model):
         return value
 
 
+MIB = 1024 * 1024
+
+
+class SchemaInference(_Model):
+    """How much of the landing folder the first run reads to infer a file source's schema."""
+
+    max_files: Annotated[int, Field(gt=0)] = 50
+    """At most this many files, the oldest first (the order the file source ingests them)."""
+    max_bytes: Annotated[int, Field(gt=0)] = 50 * MIB
+    """At most this many bytes of files (at least one file is read, whatever its size)."""
+
+
 class FileSource(_Model):
     """Files landing in a folder, picked up once each by Spark's file stream source."""
 
@@ -156,7 +168,21 @@ class FileSource(_Model):
     path: str
     """Folder of input files: relative to the lake root, or absolute."""
     schema_: str | None = Field(default=None, alias="schema")
-    """Spark DDL, e.g. ``id BIGINT, ts TIMESTAMP``. Required except for ``text`` (always ``value STRING``)."""
+    """Spark DDL, e.g. ``id BIGINT, ts TIMESTAMP``. Optional for ``json``, ``csv`` and ``parquet``: without
+    it, the first run infers the schema from a sample of the files (``inference``), stores it in the
+    checkpoint (``schemas/0``) and every later run reads with the stored schema, never inferring again
+    (see docs/schema-inference.md). Not allowed for ``text`` (always ``value STRING``)."""
+    schema_hints: str | None = None
+    """Without ``schema``: the types of named columns, as Spark DDL (``amount DECIMAL(12,2), ts TIMESTAMP``),
+    over what the inference found (json, csv; parquet files carry their types); for json a hint naming a
+    column the sample does not have adds it (csv values are matched by position: hint only columns the
+    files have). Changed after the first run,
+    the new hints are stored as the schema's next version (a changed type then meets the table's schema
+    checks). With a declared ``schema``, write the types there instead."""
+    inference: SchemaInference | None = None
+    """Without ``schema``: how much the first run reads to infer it, ``{max_files: 50, max_bytes: 52428800}``
+    (the oldest files first, the order the stream takes them). csv columns are inferred as STRING unless
+    ``options.inferSchema: true``."""
     options: dict[str, OptionValue] = Field(default_factory=dict)
     """Passed to Spark's reader as they are (``header: true`` for csv, ``multiLine``, ...)."""
     max_files_per_trigger: Annotated[int, Field(gt=0)] | None = None
@@ -182,12 +208,39 @@ class FileSource(_Model):
     def _schema_required(self) -> FileSource:
         if self.format == "text" and self.schema_ is not None:
             raise ValueError("schema: text sources always have the one column `value STRING`; remove schema")
-        if self.format != "text" and self.schema_ is None:
-            raise ValueError(
-                f"schema: required for {self.format} sources (streaming file sources do not infer it); "
-                'write it as Spark DDL, e.g. schema: "id BIGINT, ts TIMESTAMP, amount DOUBLE"'
-            )
+        for name in ("schema_hints", "inference"):
+            if self.format == "text" and getattr(self, name) is not None:
+                raise ValueError(f"{name}: text sources are one column `value STRING`, nothing is inferred; "
+                                 f"remove {name}")
+        if self.format == "parquet" and self.schema_hints is not None:
+            raise ValueError("schema_hints: parquet files carry their columns' types, and the file source reads "
+                             "them as they are (a DOUBLE cannot be read as a DECIMAL); remove schema_hints and "
+                             "cast in transform.sql")
+        if self.schema_ is not None and self.schema_hints is not None:
+            raise ValueError("schema_hints: apply to an inferred schema; with a declared schema, write the "
+                             "types in schema itself and remove schema_hints")
+        if self.schema_ is not None and self.inference is not None:
+            raise ValueError("inference: the schema is declared, nothing is inferred; remove inference (or "
+                             "remove schema to have the first run infer it)")
         return self
+
+    @field_validator("schema_hints")
+    @classmethod
+    def _hints(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        columns = _ddl_columns(value)
+        if any(c.lower() == RESCUED_COLUMN for c, _ in columns):
+            raise ValueError(f"column {RESCUED_COLUMN} is the column sluice adds; leave it out of the hints")
+        names = [c.lower() for c, _ in columns]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"column(s) {', '.join(twice)} hinted twice; name each column once")
+        return value
+
+    def infers_schema(self) -> bool:
+        """The schema is inferred by the first run and stored in the checkpoint (no ``schema`` declared)."""
+        return self.format != "text" and self.schema_ is None
 
 
 class DeltaSource(_Model):

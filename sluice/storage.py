@@ -125,6 +125,18 @@ class Storage:
         return [(posixpath.relpath(i.path, base), i.size or 0) for i in self.fs.get_file_info(selector)
                 if i.type == pafs.FileType.File]
 
+    def make_dir(self, *parts: str | int) -> None:
+        """Create a folder (and its parents); nothing happens if it is there."""
+        self.fs.create_dir(self.path(*parts), recursive=True)
+
+    def walk_entries(self, *parts: str | int) -> list[Entry]:
+        """Every file under a folder, recursively, with its size and modification time (``name``: the path
+        relative to that folder)."""
+        base = self.path(*parts)
+        selector = pafs.FileSelector(base, allow_not_found=True, recursive=True)
+        return [Entry(posixpath.relpath(i.path, base), True, i.size or 0, i.mtime_ns or 0)
+                for i in self.fs.get_file_info(selector) if i.type == pafs.FileType.File]
+
     def numbered(self, *parts: str | int, suffix: str = "") -> list[int]:
         """The numbers naming a folder's files (``offsets/0``, ``sources/0/9.compact``), ascending."""
         found = []

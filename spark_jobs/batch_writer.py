@@ -42,8 +42,10 @@ from pyspark.sql.types import StringType, StructField, StructType
 
 from sluice.checkpoint import QUARANTINE_PENDING, Checkpoint
 from sluice.lock import check_held
+from sluice.schemas import SchemaVersion, next_version
 from sluice.spec import RESCUED_COLUMN, FileSource, PipelineSpec
 from spark_jobs import checkpoint_files
+from spark_jobs.inference import type_ddl
 from spark_jobs.records import BAD, ORIGIN, RAW, good_rows
 from spark_jobs.schema_evolution import allow_widening
 from spark_jobs.sink import Commit, write_rows, write_sink
@@ -84,6 +86,9 @@ class Target:
     commit_metadata: dict[str, Any] | None = None
     """A backfill or a rebuild: more of the sink commit's userMetadata (``sluice_slice``, ``sluice_rebuild``:
     what the pipelines downstream read to follow it, :mod:`spark_jobs.upstream`)."""
+    schema_checkpoint: str | None = None
+    """A file source without ``source.schema`` and ``add_columns``: the checkpoint whose stored schema gets a
+    new version when a batch adds columns (:mod:`sluice.schemas`); None otherwise (and in a dry run)."""
 
 
 class BatchWriter:
@@ -387,6 +392,8 @@ class BatchWriter:
             F.col(RESCUED_COLUMN), schema, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": corrupt}))
         misfit = F.col(f"__sluice_new.{corrupt}").isNotNull()
         stats["added_columns"] = [f.name for f in fields if f.name.lower() not in table_types]
+        if self.target.schema_checkpoint is not None:
+            self._store_schema_version(spark, fields, batch_id, stats)
         bad = parsed.where(misfit)
         misfits = []
         count = bad.count()
@@ -407,6 +414,22 @@ class BatchWriter:
         good = good.select(*[c for c in rows.columns if c != RESCUED_COLUMN],
                            *[F.col(f"__sluice_new.`{f.name}`").alias(f.name) for f in fields])
         return good, misfits
+
+    def _store_schema_version(self, spark, fields: list[StructField], batch_id: int, stats: dict[str, Any]) -> None:
+        """The stored schema's next version, with the fields this batch turns into columns, written BEFORE
+        the batch's commit: a crash between the two leaves a stored schema that declares columns the table
+        does not have yet, and the next run adds them (the change a declared schema makes, before its first
+        batch); the other order would leave columns in the table that every later run rescues again."""
+        checkpoint = checkpoint_files.checkpoint(spark, self.target.schema_checkpoint)
+        found = checkpoint.latest_schema()
+        if found is None:
+            return
+        new = next_version(SchemaVersion.model_validate(found),
+                           [(f.name, type_ddl(spark, f.dataType)) for f in fields],
+                           run_id=self.target.run_id, batch_id=batch_id)
+        if new is not None:
+            checkpoint.write_schema(new.model_dump())
+            stats["schema_version"] = new.version
 
     def _violations(self, rows: DataFrame) -> tuple[dict[str, Column], Column, Column]:
         """Per expectation, whether a row violates it; whether the row goes to the quarantine; whether it is

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pyspark.sql import SparkSession
 
 from sluice.contract import JobRequest, RunSummary
+from sluice.schemas import SchemaVersion
 from sluice.settings import Settings
 from sluice.spec import PipelineSpec
 
@@ -37,6 +38,9 @@ class Run:
     summary: RunSummary
     real: Place
     target: Place
+    schemas: list[SchemaVersion] = field(default_factory=list)
+    """A file source without ``source.schema``: its stored schema versions, oldest first (the last one in use),
+    or the version 0 its first run inferred (:mod:`spark_jobs.inference`); empty when the spec declares it."""
 
     @property
     def dry_run(self) -> bool:

@@ -22,10 +22,11 @@ from sluice.contract import (
 )
 from sluice.delta_log import log_state
 from sluice.lock import PipelineBusy
+from sluice.schemas import store_missing
 from sluice.settings import Settings
 from sluice.spec import DeltaSource, FileSource, KafkaSource, PipelineSpec
 from sluice.storage import Storage, is_local_uri
-from spark_jobs import guards, overwrites, schema_evolution, upstream
+from spark_jobs import checkpoint_files, guards, overwrites, schema_evolution, upstream
 from spark_jobs.batch_writer import BatchWriter, Target, quarantine_pending
 from spark_jobs.delta_table import (
     as_json,
@@ -34,6 +35,7 @@ from spark_jobs.delta_table import (
     txn_version,
 )
 from spark_jobs.errors import describe_error
+from spark_jobs.inference import source_schema
 from spark_jobs.job import JobFailed, JobRecord
 from spark_jobs.kafka_source import explain_failure
 from spark_jobs.progress import ProgressCollector, batches_of
@@ -80,9 +82,11 @@ def run_pipeline(spark: SparkSession, spec: PipelineSpec, settings: Settings, jo
 
     def body() -> None:
         _list_local_files_on_the_driver(spark, spec, settings)
+        _read_schema(run)  # under the driver lock: two first runs cannot each store a version 0
         if job.backfill is not None:
             from spark_jobs.backfill import run_backfill
 
+            _keep_schema(run)
             run_backfill(run)
         else:
             summary.backlog_before = _backlog(spec, settings)
@@ -96,6 +100,36 @@ def run_pipeline(spark: SparkSession, spec: PipelineSpec, settings: Settings, jo
         if scratch is not None:
             Storage(scratch).delete_dir()
     return record.close(RunFailed)
+
+
+def _read_schema(run: Run) -> None:
+    """A file source without ``source.schema``: the run reads with the stored schema, or, on its first run,
+    infers it from a sample of the files (:mod:`spark_jobs.inference`); ``run.spec`` is then the spec with
+    that schema, for every part of the run. A dry run shows what it inferred and stores nothing."""
+    spec, versions, inferred = source_schema(run.spark, run.spec, run.settings, run.real.checkpoint,
+                                             run.job.run_id)
+    if not versions:
+        return
+    run.spec, run.schemas = spec, versions
+    run.summary.schema_version = versions[-1].version
+    if inferred is not None:
+        run.summary.schema_inferred = {"version": inferred.version, "ddl": inferred.ddl, "files": inferred.files,
+                                       "hints": inferred.hints, "stored": False}
+
+
+def _keep_schema(run: Run) -> None:
+    """Store the versions the run's checkpoint does not hold, before the query starts: a first run's version 0
+    (so every later run reads with it), or the whole history again in the new checkpoint of a reset."""
+    if run.dry_run or not run.schemas:
+        return
+    written = store_missing(checkpoint_files.checkpoint(run.spark, run.target.checkpoint), run.schemas)
+    if run.summary.schema_inferred is not None and 0 in written:
+        run.summary.schema_inferred["stored"] = True
+    # a version made by this run because the spec's schema_hints changed (not one a reset stores again)
+    hinted = [v.version for v in run.schemas if v.version in written and v.reason == "hints"
+              and v.run_id == run.job.run_id]
+    if hinted:
+        run.summary.schema_versions_added = hinted
 
 
 def _backlog(spec: PipelineSpec, settings: Settings) -> dict:
@@ -167,6 +201,7 @@ def _run_query(run: Run) -> None:
                 summary.replaced_checkpoint = aside
             if options.reset:
                 guards.empty_quarantine(spark, quarantine)
+            _keep_schema(run)
         else:
             cp_id, change = _prepare_dry_run(run, schema)
         guards.record_spec(spec, settings, target_checkpoint)
@@ -184,7 +219,9 @@ def _run_query(run: Run) -> None:
         unmarked = schema_evolution.mark_promotion(spark, target_table, target_checkpoint, promote) if promote else []
         target = Target(table=target_table, quarantine=quarantine, app_id=txn_app_id(spec.name, cp_id),
                         run_id=options.run_id, checkpoint=target_checkpoint, evolve_schema=evolve,
-                        widen_types=bool(change and change.widened))
+                        widen_types=bool(change and change.widened),
+                        schema_checkpoint=(target_checkpoint if run.schemas and not run.dry_run
+                                           and spec.schema_evolution == "add_columns" else None))
         # a batch planned but not marked done in the checkpoint, whose transaction the table already has
         # (a crash between the two commits): skip it without reading its input
         committed = _committed_replay(spark, target_checkpoint, target_table, target.app_id)
@@ -247,6 +284,9 @@ def _run_query(run: Run) -> None:
                                       before=None if run.dry_run else summary.delta_version_before,
                                       latest=None if run.dry_run else summary.delta_version_after))
         phases["report"] = round(time.monotonic() - mark, 3)
+        added = sorted(s["schema_version"] for s in writer.stats.values() if "schema_version" in s)
+        if added:
+            summary.schema_versions_added = [*(summary.schema_versions_added or []), *added]
         if reingest and summary.error is None:
             mark = time.monotonic()
             _run_reingest(run, target)
