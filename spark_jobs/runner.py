@@ -86,7 +86,7 @@ def run_pipeline(spark: SparkSession, spec: PipelineSpec, settings: Settings, jo
         if job.backfill is not None:
             from spark_jobs.backfill import run_backfill
 
-            _keep_schema(run)
+            # a backfill reads with the schema in use and stores nothing: it never writes the checkpoint
             run_backfill(run)
         else:
             summary.backlog_before = _backlog(spec, settings)
