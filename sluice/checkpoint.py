@@ -85,6 +85,12 @@ class Checkpoint:
         """The batches marked done (``commits/<n>``), ascending."""
         return self.files.numbered("commits")
 
+    def commit_times(self) -> dict[int, float]:
+        """When each batch still in ``commits/`` was marked done: its commit file's modification time (epoch
+        seconds; an object's Last-Modified in a bucket). Spark deletes old commit files
+        (``minBatchesToRetain``): an older batch was marked done no later than the oldest one kept."""
+        return {int(e.name): e.mtime_ns / 1e9 for e in self.files.list("commits") if e.is_file and e.name.isdigit()}
+
     def has_progress(self) -> bool:
         return bool(self.planned())
 

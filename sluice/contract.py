@@ -274,6 +274,9 @@ class RunSummary(Summary):
     bad_records_query: dict[str, Any] | None = None
     overwritten_files: dict[str, Any] | None = None
     reingest: ReingestReport | None = None
+    cleaned_files: dict[str, Any] | None = None
+    """``source.clean_source``: the landing files this run archived or deleted (``count``, the first 10
+    ``paths``), how many wait for their retention (``waiting``) or were left (``skipped``, with why)."""
     backlog_before: dict[str, Any] | None = None
     """What waited for the pipeline when the run began (:mod:`sluice.backlog`); a dry run's prediction."""
     backlog_after: dict[str, Any] | None = None

@@ -25,7 +25,7 @@ from sluice.lock import PipelineBusy
 from sluice.settings import Settings
 from sluice.spec import DeltaSource, FileSource, KafkaSource, PipelineSpec
 from sluice.storage import Storage, is_local_uri
-from spark_jobs import guards, overwrites, schema_evolution, upstream
+from spark_jobs import clean_source, guards, overwrites, schema_evolution, upstream
 from spark_jobs.batch_writer import BatchWriter, Target, quarantine_pending
 from spark_jobs.delta_table import (
     as_json,
@@ -85,8 +85,13 @@ def run_pipeline(spark: SparkSession, spec: PipelineSpec, settings: Settings, jo
 
             run_backfill(run)
         else:
+            cleans = isinstance(spec.source, FileSource) and spec.source.clean_source is not None
+            if cleans:
+                clean_source.check_folders(spec, settings)  # before anything runs: a bad archive_dir is an error
             summary.backlog_before = _backlog(spec, settings)
             _run_query(run)
+            if cleans and not job.dry_run and summary.error is None:
+                _clean_source(run)
             if not job.dry_run:
                 summary.backlog_after = _backlog(spec, settings)
 
@@ -96,6 +101,18 @@ def run_pipeline(spark: SparkSession, spec: PipelineSpec, settings: Settings, jo
         if scratch is not None:
             Storage(scratch).delete_dir()
     return record.close(RunFailed)
+
+
+def _clean_source(run: Run) -> None:
+    """Archive or delete the landing files whose rows are committed (:mod:`spark_jobs.clean_source`): after a
+    real run whose query (and reingest) succeeded, under its lock. A file that cannot be cleaned fails the run
+    (its rows are committed all the same); the next run goes on where this one stopped."""
+    mark = time.monotonic()
+    try:
+        run.summary.cleaned_files = clean_source.clean(run.spec, run.settings, run.real.checkpoint, run.real.table)
+    except Exception as err:  # noqa: BLE001 - the summary's error, raised by the caller
+        run.summary.error = f"cleaning the source files (source.clean_source): {describe_error(err)}"
+    run.summary.note_phase("clean_source", time.monotonic() - mark)
 
 
 def _backlog(spec: PipelineSpec, settings: Settings) -> dict:
