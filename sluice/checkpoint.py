@@ -27,6 +27,8 @@ SPEC_FILE = "sluice.json"
 QUARANTINE_PENDING = "sluice_quarantine_pending"
 UPSTREAM_PENDING = "sluice_upstream_pending"
 PROMOTE_PENDING = "sluice_promote_pending"
+BAD_RECORDS_CHECKPOINT = "bad_records"
+"""The checkpoint, inside the pipeline's, of the companion query that sets a stateful query's bad records aside."""
 MARKERS = (QUARANTINE_PENDING, UPSTREAM_PENDING, PROMOTE_PENDING)
 """sluice's markers: a batch between its sink commit and its quarantine rows; upstream changes skipped by the
 stream and not yet rebuilt; rescued values not yet moved into their new columns."""

@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from sluice.checkpoint import Checkpoint, file_key, source_file
+from sluice.checkpoint import BAD_RECORDS_CHECKPOINT, Checkpoint, file_key, source_file
 from sluice.settings import Settings
 from sluice.spec import (
     FileSource,
@@ -85,7 +85,7 @@ def check_folders(spec: PipelineSpec, settings: Settings) -> None:
     (the spec check cannot compare a relative folder with an absolute one)."""
     archive = spec.archive_path(settings)
     if archive is not None and overlapping_folders(archive, source_root(spec, settings)):
-        raise CleanSourceError(archive_overlap_message(archive, source_root(spec, settings)))
+        raise CleanSourceError(f"source.{archive_overlap_message(archive, source_root(spec, settings))}")
 
 
 def committed_files(spec: PipelineSpec, checkpoint: str, table: str) -> list[Candidate]:
@@ -93,7 +93,6 @@ def committed_files(spec: PipelineSpec, checkpoint: str, table: str) -> list[Can
     module's docstring); each with when its batch was marked done."""
     from spark_jobs.batch_writer import quarantine_pending
     from spark_jobs.delta_table import txn_version
-    from spark_jobs.runner import BAD_RECORDS_CHECKPOINT
     from spark_jobs.sink import txn_app_id
 
     cp = Checkpoint(checkpoint)
@@ -112,7 +111,7 @@ def committed_files(spec: PipelineSpec, checkpoint: str, table: str) -> list[Can
         return []
     companion = None
     if spec.is_stateful() and spec.parses_records():
-        # the companion query reads the same folder for the bad records (runner: BAD_RECORDS_CHECKPOINT)
+        # the companion query reads the same folder for the bad records (spark_jobs.runner)
         side = cp.child(BAD_RECORDS_CHECKPOINT)
         side_done = side.done()
         companion = {file_key(p) for e in (side.source_log(through=side_done[-1]) if side_done else [])
@@ -274,3 +273,30 @@ def archived_folder(spec: PipelineSpec, settings: Settings, folder: str) -> bool
     folder whose files were all archived: in a bucket the emptied folder is gone)."""
     archive_uri = spec.archive_path(settings)
     return archive_uri is not None and Storage(archive_uri).is_dir(_relative(folder, source_root(spec, settings)))
+
+
+def refuse_reset(spec: PipelineSpec, settings: Settings, checkpoint: str) -> None:
+    """A reset rebuilds the table from the files in the source folder: refuse it while files the pipeline
+    ingested were cleaned away (in ``archive_dir``, or named by the old checkpoint and gone), whose rows the new
+    table would lose."""
+    from spark_jobs.guards import GuardRefused
+
+    source = spec.source
+    if not isinstance(source, FileSource) or source.clean_source is None:
+        return
+    archive_uri = spec.archive_path(settings)
+    archived = [f for f, _ in Storage(archive_uri).walk_files()] if archive_uri else []
+    files = _Files(source_root(spec, settings))
+    gone = [p for e in Checkpoint(checkpoint).source_log()
+            if (p := source_file(e["path"])) is not None and files.version(p) is None]
+    if not archived and not gone:
+        return
+    where = (f"{len(archived)} file(s) in its archive_dir {archive_uri}" if archived
+             else f"{len(gone)} file(s) it ingested, e.g. {gone[0]}, deleted")
+    raise GuardRefused(
+        f"a reset of {spec.name} rebuilds its table from the files in the source folder, but source.clean_source "
+        f"({source.clean_source.mode}) has cleaned {where}: the new table would lose their rows. Options: move the "
+        "archived files back into the source folder (the same paths below it), then reset; or, to rebuild from "
+        "what the source folder holds now, remove source.clean_source for the reset run (the old rows stay in "
+        "the table's Delta history)."
+    )

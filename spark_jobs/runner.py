@@ -12,7 +12,7 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from sluice.catalog import resolve_upstream
-from sluice.checkpoint import Checkpoint
+from sluice.checkpoint import BAD_RECORDS_CHECKPOINT, Checkpoint
 from sluice.contract import (
     BatchReport,
     JobRequest,
@@ -175,6 +175,8 @@ def _run_query(run: Run) -> None:
         source = read_stream(spark, spec, settings, skip_change_commits=skip_changes)
         register_tables(spark, spec.transform, settings)
         query_df, stateful, schema = query_output(spark, spec, source)
+        if options.reset:
+            clean_source.refuse_reset(spec, settings, checkpoint)  # files cleaned away are not in the source
         if not run.dry_run:
             if not options.reset:
                 guards.check_spec_fits(spec, settings, checkpoint)
@@ -376,7 +378,6 @@ def _committed_replay(spark: SparkSession, checkpoint: str, table: str, app_id: 
     return {pending} if version is not None and version >= pending else set()
 
 
-BAD_RECORDS_CHECKPOINT = "bad_records"
 _COUNTS = ("bad_records", "quarantined_rows", "dropped_rows", "rescued_rows")
 
 

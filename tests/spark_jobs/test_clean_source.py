@@ -296,3 +296,14 @@ def test_delete_mode_deletes_the_committed_files_and_a_backfill_of_them_is_refus
         "backfill this slice (or backfill a slice whose files are kept); clean_source mode archive keeps files "
         "a backfill can read.")
     assert delta_version(spec.sink_path(lake)) == version
+
+    # a reset would rebuild the table from the source folder, without the deleted file's rows: refused
+    reset = run_job(trigger="available_now", reset=True, run_id="reset", write_ledger=False)
+    with pytest.raises(RunFailed) as refused:
+        run_pipeline(spark, spec, lake, reset)
+    assert refused.value.summary.refused
+    assert refused.value.summary.error.startswith(
+        f"refused: a reset of daily rebuilds its table from the files in the source folder, but "
+        f"source.clean_source (delete) has cleaned 1 file(s) it ingested, e.g. {a}, deleted: the new table would "
+        "lose their rows. Options: move the archived files back")
+    assert delta_version(spec.sink_path(lake)) == version
