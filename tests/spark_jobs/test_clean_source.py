@@ -153,6 +153,24 @@ def test_a_batch_in_the_table_but_not_in_the_checkpoint_is_not_cleaned_until_a_r
     assert delta_version(table) == replay["delta_version_before"] == replay["delta_version_after"]
 
 
+def test_a_stateful_query_cleans_only_files_its_bad_records_query_has_taken_too(spark, lake):
+    # an aggregation's bad records are set aside by a companion query with its own checkpoint, which reads the
+    # same folder first: a file it has not committed must stay, or its bad records would never be quarantined
+    spec = spec_of({"mode": "delete", "retention": "1h"},
+                   transform={"sql": "SELECT customer, count(*) AS n FROM source GROUP BY customer"},
+                   sink={"path": "bronze/orders", "mode": "complete"})
+    a = land(lake, "a.json", range(0, 3))
+    run(spark, spec, lake)
+    checkpoint, table = Path(spec.checkpoint_path(lake)), spec.sink_path(lake)
+    assert [c.path for c in committed_files(spec, str(checkpoint), table)] == [str(a)]
+
+    (checkpoint / "bad_records" / "commits" / "0").unlink()  # the companion's batch not marked done
+
+    assert committed_files(spec, str(checkpoint), table) == []
+    assert clean(spec, lake, str(checkpoint), table, now=time.time() + 7200)["count"] == 0
+    assert a.is_file()
+
+
 KILLER = """
 import os, signal, sys
 from sluice.settings import load_settings
