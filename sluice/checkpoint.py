@@ -30,6 +30,9 @@ PROMOTE_PENDING = "sluice_promote_pending"
 SCHEMAS = "schemas"
 """A file source without a declared schema: ``schemas/<n>``, the versions of the schema it reads with (JSON:
 version, ddl, created_at, run_id, reason, files sampled), the latest one in use (:mod:`sluice.schemas`)."""
+
+BAD_RECORDS_CHECKPOINT = "bad_records"
+"""The checkpoint, inside the pipeline's, of the companion query that sets a stateful query's bad records aside."""
 MARKERS = (QUARANTINE_PENDING, UPSTREAM_PENDING, PROMOTE_PENDING)
 """sluice's markers: a batch between its sink commit and its quarantine rows; upstream changes skipped by the
 stream and not yet rebuilt; rescued values not yet moved into their new columns."""
@@ -87,6 +90,12 @@ class Checkpoint:
     def done(self) -> list[int]:
         """The batches marked done (``commits/<n>``), ascending."""
         return self.files.numbered("commits")
+
+    def commit_times(self) -> dict[int, float]:
+        """When each batch still in ``commits/`` was marked done: its commit file's modification time (epoch
+        seconds; an object's Last-Modified in a bucket). Spark deletes old commit files
+        (``minBatchesToRetain``): an older batch was marked done no later than the oldest one kept."""
+        return {int(e.name): e.mtime_ns / 1e9 for e in self.files.list("commits") if e.is_file and e.name.isdigit()}
 
     def has_progress(self) -> bool:
         return bool(self.planned())

@@ -282,6 +282,9 @@ class RunSummary(Summary):
     was ``stored`` (a dry run shows it and stores nothing)."""
     schema_versions_added: list[int] | None = None
     """``schema_evolution: add_columns``: the versions of the stored schema this run wrote (new columns)."""
+    cleaned_files: dict[str, Any] | None = None
+    """``source.clean_source``: the landing files this run archived or deleted (``count``, the first 10
+    ``paths``), how many wait for their retention (``waiting``) or were left (``skipped``, with why)."""
     backlog_before: dict[str, Any] | None = None
     """What waited for the pipeline when the run began (:mod:`sluice.backlog`); a dry run's prediction."""
     backlog_after: dict[str, Any] | None = None

@@ -87,6 +87,9 @@ def arrow_schema():
         # landing files rewritten after they were ingested (source.on_overwrite): how many, the first few
         ("overwritten_files", pa.int64()),
         ("overwritten_paths", pa.list_(pa.string())),
+        # landing files archived or deleted by the run (source.clean_source): how many, the first few
+        ("cleaned_files", pa.int64()),
+        ("cleaned_paths", pa.list_(pa.string())),
         # a Delta source following its upstream table's changes (spark_jobs.upstream): rebuild, reset or
         # promotion; the upstream version the slices were rebuilt from; the slices; the whole report (JSON)
         ("upstream_action", pa.string()),
@@ -116,6 +119,7 @@ def ledger_row(summary: Summary) -> dict[str, Any]:
     data = summary.to_json()
     follow = run.upstream_changes or {}
     overwritten = run.overwritten_files or {}
+    cleaned = run.cleaned_files or {}
     return {
         "pipeline": summary.pipeline,
         "run_id": summary.run_id,
@@ -147,6 +151,8 @@ def ledger_row(summary: Summary) -> dict[str, Any]:
         "maintenance": json.dumps({k: data.get(k) for k in MAINTENANCE_KEYS}) if summary.mode == "maintenance" else None,
         "overwritten_files": overwritten.get("count"),
         "overwritten_paths": overwritten.get("paths"),
+        "cleaned_files": cleaned.get("count"),
+        "cleaned_paths": cleaned.get("paths"),
         "upstream_action": follow.get("action"),
         "upstream_version": follow.get("through_version"),
         "rebuilt_slices": [r["slice"] for r in follow.get("rebuilds") or [] if r.get("written")] if follow else None,

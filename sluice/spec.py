@@ -159,6 +159,62 @@ class SchemaInference(_Model):
     """At most this many bytes of files (at least one file is read, whatever its size)."""
 
 
+CleanMode = Literal["archive", "delete"]
+
+
+class CleanSource(_Model):
+    """What happens to a landing file once its rows are safely in the table (Spark's ``cleanSource``, done by
+    sluice after the run, see docs/clean-source.md): it is moved to ``archive_dir`` or deleted, only after the
+    batch that read it is committed in the Delta table AND in the checkpoint, and ``retention`` after that
+    commit. Never by a dry run or a backfill; a run killed while cleaning leaves each file in the source
+    folder or in the archive, and the next run finishes the job."""
+
+    mode: CleanMode
+    """``archive``: move the file to ``archive_dir``, keeping its path below the source folder; ``delete``:
+    delete it."""
+    archive_dir: str | None = None
+    """``archive``: the folder the files go to, relative to the lake root (like ``source.path``) or absolute;
+    neither inside the source folder nor holding it. Not used with ``delete``."""
+    retention: str = "7d"
+    """How long after its batch was committed a file stays in the source folder: a duration (``0s``, ``30m``,
+    ``12h``, ``7d``); ``0`` cleans it in the run that ingested it."""
+
+    @field_validator("retention", mode="before")
+    @classmethod
+    def _retention(cls, value: Any) -> Any:
+        if value in (0, "0"):  # YAML gives 0 as an int
+            return "0s"
+        if isinstance(value, str):
+            duration_seconds(value)
+        return value
+
+    @model_validator(mode="after")
+    def _archive_dir(self) -> CleanSource:
+        if self.mode == "archive" and not self.archive_dir:
+            raise ValueError("archive_dir: required with mode: archive; name the folder the ingested files go to, "
+                             "e.g. archive_dir: archive/orders (relative to the lake root)")
+        if self.mode == "delete" and self.archive_dir:
+            raise ValueError("archive_dir: only used with mode: archive (mode delete deletes the files); remove it "
+                             "or set mode: archive")
+        return self
+
+    @property
+    def retention_seconds(self) -> int:
+        return duration_seconds(self.retention)
+
+
+def archive_overlap_message(archive_dir: str, source_path: str) -> str:
+    return (f"clean_source.archive_dir: {archive_dir} overlaps the source folder {source_path} (the same folder, "
+            "or one inside the other): archived files would be read again as new input, or be moved onto "
+            "files still landing. Name a folder outside it, e.g. archive/<pipeline name>")
+
+
+def overlapping_folders(one: str, other: str) -> bool:
+    """Whether two folders (paths or URIs, resolved the same way) are the same, or one holds the other."""
+    one, other = (p.rstrip("/") if "://" in p else posixpath.normpath(p) for p in (one, other))
+    return one == other or one.startswith(other + "/") or other.startswith(one + "/")
+
+
 class FileSource(_Model):
     """Files landing in a folder, picked up once each by Spark's file stream source."""
 
@@ -193,6 +249,10 @@ class FileSource(_Model):
     content is not ingested), ``fail`` the run before anything is written, or ``reingest`` its records as new
     input, exactly once per version of the file (use a ``merge`` sink with keys so corrected rows replace
     the old ones; an ``append`` sink keeps both). See docs/data-quality.md."""
+    clean_source: CleanSource | None = None
+    """Archive or delete each landing file once its rows are committed and ``retention`` has passed:
+    ``{mode: archive, archive_dir: archive/orders, retention: 7d}`` or ``{mode: delete, retention: 7d}``.
+    Default: files stay where they landed. See docs/clean-source.md."""
 
     @field_validator("schema_")
     @classmethod
@@ -203,6 +263,19 @@ class FileSource(_Model):
                 "schema; leave it out of the schema"
             )
         return value
+
+    @model_validator(mode="after")
+    def _archive_outside_source(self) -> FileSource:
+        clean = self.clean_source
+        if clean is None or clean.archive_dir is None:
+            return self
+        # both relative (to the lake root) or both absolute: comparable here; otherwise the run compares the
+        # resolved folders (spark_jobs.clean_source)
+        if "://" in clean.archive_dir or "://" in self.path or (
+                posixpath.isabs(clean.archive_dir) == posixpath.isabs(self.path)):
+            if overlapping_folders(clean.archive_dir, self.path):
+                raise ValueError(archive_overlap_message(clean.archive_dir, self.path))
+        return self
 
     @model_validator(mode="after")
     def _schema_required(self) -> FileSource:
@@ -823,6 +896,11 @@ class PipelineSpec(_Model):
 
     def checkpoint_path(self, settings: Settings) -> str:
         return _resolve(self.checkpoint or self.name, settings.checkpoint_root)
+
+    def archive_path(self, settings: Settings) -> str | None:
+        """``source.clean_source.archive_dir`` resolved like ``source.path``; None without one."""
+        clean = getattr(self.source, "clean_source", None)
+        return _resolve(clean.archive_dir, settings.lake_root) if clean and clean.archive_dir else None
 
     def quarantine_table_path(self, settings: Settings) -> str:
         return _resolve(self.quarantine_path or f"_quarantine/{self.name}", settings.lake_root)

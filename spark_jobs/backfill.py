@@ -129,6 +129,10 @@ def read_slice(run: Run, last_batch: int, info: dict[str, Any]) -> DataFrame:
         return read_kafka_slice(spark, spec.source, start=slice_.start, end=slice_.end, ending_offsets=ending,
                                 rescue=spec.rescues_fields())
     files, missing = slice_files(spec, settings, checkpoint, last_batch, slice_)
+    if missing and spec.source.clean_source is not None:
+        from spark_jobs.clean_source import archived_folder
+
+        missing = [folder for folder in missing if not archived_folder(spec, settings, folder)]
     if missing:
         raise BackfillRefused(
             f"backfill.path: no folder {', '.join(missing)} for the slice {slice_.label}: nothing to rebuild "
@@ -137,6 +141,10 @@ def read_slice(run: Run, last_batch: int, info: dict[str, Any]) -> DataFrame:
         )
     info["files"] = len(files)
     info["folders"] = slice_folders(spec, settings, slice_)
+    if spec.source.clean_source is not None:  # files archived since they were ingested: read from the archive
+        from spark_jobs.clean_source import locate_for_backfill
+
+        files = locate_for_backfill(spec, settings, files)
     return read_source(spark, spec, settings, files=files)
 
 

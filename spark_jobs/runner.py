@@ -12,7 +12,7 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from sluice.catalog import resolve_upstream
-from sluice.checkpoint import Checkpoint
+from sluice.checkpoint import BAD_RECORDS_CHECKPOINT, Checkpoint
 from sluice.contract import (
     BatchReport,
     JobRequest,
@@ -26,7 +26,14 @@ from sluice.schemas import store_missing
 from sluice.settings import Settings
 from sluice.spec import DeltaSource, FileSource, KafkaSource, PipelineSpec
 from sluice.storage import Storage, is_local_uri
-from spark_jobs import checkpoint_files, guards, overwrites, schema_evolution, upstream
+from spark_jobs import (
+    checkpoint_files,
+    clean_source,
+    guards,
+    overwrites,
+    schema_evolution,
+    upstream,
+)
 from spark_jobs.batch_writer import BatchWriter, Target, quarantine_pending
 from spark_jobs.delta_table import (
     as_json,
@@ -89,8 +96,13 @@ def run_pipeline(spark: SparkSession, spec: PipelineSpec, settings: Settings, jo
             # a backfill reads with the schema in use and stores nothing: it never writes the checkpoint
             run_backfill(run)
         else:
+            cleans = isinstance(spec.source, FileSource) and spec.source.clean_source is not None
+            if cleans:
+                clean_source.check_folders(spec, settings)  # before anything runs: a bad archive_dir is an error
             summary.backlog_before = _backlog(spec, settings)
             _run_query(run)
+            if cleans and not job.dry_run and summary.error is None:
+                _clean_source(run)
             if not job.dry_run:
                 summary.backlog_after = _backlog(spec, settings)
 
@@ -130,6 +142,18 @@ def _keep_schema(run: Run) -> None:
               and v.run_id == run.job.run_id]
     if hinted:
         run.summary.schema_versions_added = hinted
+
+
+def _clean_source(run: Run) -> None:
+    """Archive or delete the landing files whose rows are committed (:mod:`spark_jobs.clean_source`): after a
+    real run whose query (and reingest) succeeded, under its lock. A file that cannot be cleaned fails the run
+    (its rows are committed all the same); the next run goes on where this one stopped."""
+    mark = time.monotonic()
+    try:
+        run.summary.cleaned_files = clean_source.clean(run.spec, run.settings, run.real.checkpoint, run.real.table)
+    except Exception as err:  # noqa: BLE001 - the summary's error, raised by the caller
+        run.summary.error = f"cleaning the source files (source.clean_source): {describe_error(err)}"
+    run.summary.note_phase("clean_source", time.monotonic() - mark)
 
 
 def _backlog(spec: PipelineSpec, settings: Settings) -> dict:
@@ -192,6 +216,8 @@ def _run_query(run: Run) -> None:
         source = read_stream(spark, spec, settings, skip_change_commits=skip_changes)
         register_tables(spark, spec.transform, settings)
         query_df, stateful, schema = query_output(spark, spec, source)
+        if options.reset:
+            clean_source.refuse_reset(spec, settings, checkpoint)  # files cleaned away are not in the source
         if not run.dry_run:
             if not options.reset:
                 guards.check_spec_fits(spec, settings, checkpoint)
@@ -399,7 +425,6 @@ def _committed_replay(spark: SparkSession, checkpoint: str, table: str, app_id: 
     return {pending} if version is not None and version >= pending else set()
 
 
-BAD_RECORDS_CHECKPOINT = "bad_records"
 _COUNTS = ("bad_records", "quarantined_rows", "dropped_rows", "rescued_rows")
 
 
