@@ -7,13 +7,15 @@ replayed after a crash (written to the table, not yet marked done in the checkpo
 https://docs.delta.io/latest/delta-streaming.html#idempotent-table-writes-in-foreachbatch
 
 ``append`` appends the batch's rows; ``complete`` overwrites the table with a stateful query's whole
-result; ``merge`` upserts by the sink's keys (Delta MERGE), the latest ``order_by`` winning.
+result; ``merge`` upserts by the sink's keys (Delta MERGE), the latest ``order_by`` winning; ``scd2`` keeps
+every version of each key (:mod:`spark_jobs.scd2`, one MERGE per batch too).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -42,7 +44,7 @@ merge_app_id = txn_app_id
 
 def output_mode(spec: PipelineSpec) -> str:
     # update: a stateful query hands over the rows that changed; a stateless one, every new row
-    return "update" if spec.sink.mode == "merge" else spec.sink.mode
+    return "update" if spec.sink.mode in ("merge", "scd2") else spec.sink.mode
 
 
 def start_write(
@@ -110,6 +112,10 @@ def write_sink(rows: DataFrame, sink: Sink, path: str, commit: Commit) -> None:
         write_rows(rows, path, dataclasses.replace(commit, app_id=None), partition_by=sink.partition_by)
     elif sink.mode == "merge":
         merge_rows(rows, sink, path, commit)
+    elif sink.mode == "scd2":
+        from spark_jobs.scd2 import scd2_rows
+
+        scd2_rows(rows, sink, path, commit)
     else:
         write_rows(rows, path, commit, overwrite=sink.mode == "complete", partition_by=sink.partition_by)
 
@@ -135,6 +141,15 @@ def merge_rows(batch: DataFrame, sink: Sink, table_path: str, commit: Commit) ->
     else:
         merge = merge.whenMatchedUpdate(newer, set=columns)
         merge = merge.whenNotMatchedInsert(values=columns)
+    with in_transaction(spark, commit):
+        check_held()
+        merge.execute()
+
+
+@contextmanager
+def in_transaction(spark, commit: Commit):
+    """A MERGE (which takes no write options) as the idempotent transaction ``commit``: Delta's session confs
+    for it are set around it, then restored."""
     conf = spark.conf
     settings = {TXN_APP_ID_CONF: commit.app_id, TXN_VERSION_CONF: str(commit.batch_id),
                 USER_METADATA_CONF: commit.user_metadata()}
@@ -144,8 +159,7 @@ def merge_rows(batch: DataFrame, sink: Sink, table_path: str, commit: Commit) ->
     for key, value in settings.items():
         conf.set(key, value)
     try:
-        check_held()
-        merge.execute()
+        yield
     finally:
         for key, value in before.items():
             conf.unset(key) if value is None else conf.set(key, value)
