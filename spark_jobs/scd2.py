@@ -32,7 +32,6 @@ DELETED = "__sluice_deleted"
 _ORIGIN = "__sluice_origin"  # 0: the table's versions, 1: the batch's changes (a later arrival wins a tie)
 _ARRIVAL = "__sluice_arrival"
 _STARTS = "__sluice_starts"
-_VERSION = "__sluice_version"
 _DROP = "__sluice_drop"
 
 
@@ -115,38 +114,39 @@ def scd2_rows(batch: DataFrame, sink: Sink, table_path: str, commit: Commit) -> 
 def table_changes(existing: DataFrame, sink: Sink, columns: list[str]) -> DataFrame:
     """The changes the table's versions stand for: each version is a change at its ``__start_at`` (the
     ``sequence_by`` column set to it) and, if its row was updated in place by a later change of untracked
-    columns, that change (at the row's ``sequence_by``); a version ended where no version starts was ended by
-    a deletion."""
+    columns, that change (at the row's ``sequence_by``); a version ended where the key's next version does
+    not start (or with no next version) was ended by a deletion."""
     seq = sink.sequence_by
     start = existing.select(*[(F.col(SCD2_START) if c == seq else F.col(c)).alias(c) for c in columns],
                             F.lit(False).alias(DELETED))
     later = existing.where(F.col(seq) > F.col(SCD2_START)).select(*columns, F.lit(False).alias(DELETED))
-    nexts = existing.select(*[F.col(k).alias(f"__next_{k}") for k in sink.keys], F.col(SCD2_START).alias("__next"))
-    ended = existing.where(F.col(SCD2_END).isNotNull())
-    followed = reduce(lambda a, b: a & b, [ended[k].eqNullSafe(nexts[f"__next_{k}"]) for k in sink.keys],
-                      ended[SCD2_END] == nexts["__next"])
-    deletions = ended.join(nexts, followed, "left_anti").select(
-        *[(F.col(c) if c in sink.keys else F.col(SCD2_END) if c == seq else F.lit(None)).alias(c) for c in columns],
-        F.lit(True).alias(DELETED))
-    # casts: a deletion's NULL data columns take the columns' types
+    following = F.lead(F.col(SCD2_START)).over(Window.partitionBy(*sink.keys).orderBy(SCD2_START))
     types = dict(existing.dtypes)
-    deletions = deletions.select(*[F.col(c).cast(types[c]).alias(c) for c in columns], DELETED)
+    deletions = existing.withColumn("__next", following).where(
+        F.col(SCD2_END).isNotNull() & ~F.coalesce(F.col("__next") == F.col(SCD2_END), F.lit(False))
+    ).select(
+        # a deletion's data columns are NULL, of the columns' types
+        *[(F.col(c) if c in sink.keys else F.col(SCD2_END) if c == seq else F.lit(None).cast(types[c])).alias(c)
+          for c in columns],
+        F.lit(True).alias(DELETED))
     return start.unionByName(later).unionByName(deletions).select(
         "*", F.lit(0).alias(_ORIGIN), F.lit(0).cast("bigint").alias(_ARRIVAL))
 
 
 def compute_history(events: DataFrame, sink: Sink, columns: list[str]) -> DataFrame:
-    """Each key's versions from its changes (``DELETED`` marks deletions), as table rows."""
-    keys, seq = [F.col(k) for k in sink.keys], sink.sequence_by
-    # one change per key and sequence value: the last to arrive
-    latest = Window.partitionBy(*keys, F.col(seq)).orderBy(F.col(_ORIGIN).desc(), F.col(_ARRIVAL).desc())
-    events = events.withColumn("__rank", F.row_number().over(latest)).where("__rank = 1").drop("__rank")
-    ordered = Window.partitionBy(*keys).orderBy(F.col(seq))
-    tracked = tracked_columns(sink, columns)
-    previous_deleted = F.lag(F.col(DELETED)).over(ordered)
-    same = reduce(lambda a, b: a & b, [F.col(c).eqNullSafe(F.lag(F.col(c)).over(ordered)) for c in tracked],
+    """Each key's versions from its changes (``DELETED`` marks deletions), as table rows.
+
+    Every step is a window over the key ordered by ``sequence_by`` (one shuffle, one sort): the windows'
+    order puts, within one sequence value, the last change to arrive first."""
+    seq = F.col(sink.sequence_by)
+    key = Window.partitionBy(*sink.keys).orderBy(seq, F.col(_ORIGIN).desc(), F.col(_ARRIVAL).desc())
+    # one change per key and sequence value: the last to arrive (a later batch's over the table's)
+    events = events.withColumn("__dup", F.coalesce(F.lag(seq).over(key) == seq, F.lit(False)))
+    events = events.where(~F.col("__dup")).drop("__dup")
+    upsert, previous_deleted = ~F.col(DELETED), F.lag(F.col(DELETED)).over(key)
+    same = reduce(lambda a, b: a & b,
+                  [F.col(c).eqNullSafe(F.lag(F.col(c)).over(key)) for c in tracked_columns(sink, columns)],
                   F.lit(True))
-    upsert = ~F.col(DELETED)
     # a change starts a version unless it follows a change of the same tracked values; a deletion counts
     # only when it ends a version (one of a key with no current version changes nothing)
     events = events.select(
@@ -154,22 +154,15 @@ def compute_history(events: DataFrame, sink: Sink, columns: list[str]) -> DataFr
         (upsert & (previous_deleted.isNull() | previous_deleted | ~same)).alias(_STARTS),
         (F.col(DELETED) & previous_deleted.isNotNull() & ~previous_deleted).alias("__ends"),
     ).where(upsert | F.col("__ends"))
-    boundaries = Window.partitionBy(*keys).orderBy(F.col(seq)).rowsBetween(1, Window.unboundedFollowing)
-    running = Window.partitionBy(*keys).orderBy(F.col(seq)).rowsBetween(Window.unboundedPreceding, 0)
+    boundary = F.col(_STARTS) | F.col("__ends")
+    # a version: the start of its first change, the values of its last (untracked columns updated in place)
     events = events.select(
         "*",
-        F.min(F.when(F.col(_STARTS) | F.col("__ends"), F.col(seq))).over(boundaries).alias(SCD2_END),
-        F.sum(F.col(_STARTS).cast("int")).over(running).alias(_VERSION),
-    ).where(upsert)
-    version = Window.partitionBy(*keys, F.col(_VERSION))
-    whole = version.orderBy(F.col(seq)).rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
-    # a version: its first change's start, its last change's values (untracked columns updated in place)
-    return events.select(
-        *[(F.col(c) if c in sink.keys else F.last(F.col(c)).over(whole)).alias(c) for c in columns],
-        F.col(seq).alias(SCD2_START),
-        F.last(F.col(SCD2_END)).over(whole).alias(SCD2_END),
-        _STARTS,
-    ).where(F.col(_STARTS)).drop(_STARTS)
+        F.max(F.when(F.col(_STARTS), seq)).over(key.rowsBetween(Window.unboundedPreceding, 0)).alias(SCD2_START),
+        F.min(F.when(boundary, seq)).over(key.rowsBetween(1, Window.unboundedFollowing)).alias(SCD2_END),
+        F.coalesce(F.lead(boundary).over(key), F.lit(True)).alias("__last"),
+    )
+    return events.where(upsert & F.col("__last")).select(*columns, SCD2_START, SCD2_END)
 
 
 def _renamed(df: DataFrame, names: list[str]) -> DataFrame:
