@@ -26,7 +26,7 @@ from pyspark.sql.types import StructField, StructType
 
 from sluice.lock import check_held
 from sluice.spec import SCD2_END, SCD2_START, Sink
-from spark_jobs.sink import Commit, in_transaction
+from spark_jobs.commit import Commit, in_transaction
 
 DELETED = "__sluice_deleted"
 _ORIGIN = "__sluice_origin"  # 0: the table's versions, 1: the batch's changes (a later arrival wins a tie)

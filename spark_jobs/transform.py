@@ -11,6 +11,7 @@ from sluice.spark_conf import option_text
 from sluice.spec import RESCUED_COLUMN, PipelineSpec, Transform
 from spark_jobs.errors import describe_error
 from spark_jobs.records import good_rows
+from spark_jobs.scd2 import history_schema
 
 SOURCE_VIEW = "source"
 
@@ -87,7 +88,5 @@ def query_output(spark: SparkSession, spec: PipelineSpec, source):
     schema = out.schema
     if spec.sink.mode == "scd2":
         # the history table's columns: the rows', then __start_at / __end_at
-        from spark_jobs.scd2 import history_schema
-
         schema = history_schema(spec.sink, schema)
     return query_df, spec.is_stateful(), schema

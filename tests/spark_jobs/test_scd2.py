@@ -15,9 +15,9 @@ import pytest
 from sluice.contract import run_job
 from sluice.spec import Sink
 from sluice.spec_errors import SpecError
+from spark_jobs.commit import Commit
 from spark_jobs.runner import run_pipeline
 from spark_jobs.scd2 import Scd2ColumnError, history_schema, scd2_rows
-from spark_jobs.sink import Commit
 from tests.helpers import delta_version, make_spec, write_lines
 
 SCHEMA = "id BIGINT, seq BIGINT, name STRING, city STRING, op STRING"
