@@ -146,6 +146,14 @@ def test_track_history_columns_version_only_their_changes(history):
         (1, 3, "Ann", "rome", "U", 3, None),
         (2, 4, "Bob", "nice", "U", 1, None),
     ]
+    # the change at 2 again, now to rome: the version [3, None) of rome no longer starts a version, so the MERGE
+    # deletes its row and the version from 2 takes its values
+    history.apply([(1, 2, "ann", "rome", "U")], 2, by_city)
+    assert history.rows() == [
+        (1, 1, "Ann", "oslo", "U", 1, 2),
+        (1, 3, "Ann", "rome", "U", 2, None),
+        (2, 4, "Bob", "nice", "U", 1, None),
+    ]
 
 
 def test_except_columns_do_not_start_versions(history):
@@ -260,3 +268,10 @@ def test_a_pipeline_run_writes_history_quarantines_unsequenced_rows_and_survives
     assert delta_version(spec.sink_path(lake)) == version
     assert table_rows(spark, spec, lake) == expected
     assert (checkpoint / "commits" / "1").is_file()
+
+    # a dry run writes the next batch into a clone: the summary says what it would do, the table is as it was
+    land(lake, "3.json", [(2, 9, "bob", "pisa", "I"), (1, 4, "ann", "lyon", "U")])
+    dry = run(spark, spec, lake, dry_run=True)
+    # bob's new version and ann's [4, 5) inserted; ann's [3, 5) ends at 4 now
+    assert dry["micro_batches"][0]["merge"] == {"inserted": 2, "updated": 1, "deleted": 0}
+    assert table_rows(spark, spec, lake) == expected
