@@ -238,7 +238,13 @@ def output_without_spark(spec, settings) -> Type | None:
     columns only Spark's analyzer knows), no Avro value (spark-avro's). None otherwise, or when a Delta
     source's table does not exist."""
     from sluice.delta_log import log_state
-    from sluice.spec import RESCUED_COLUMN, DeltaSource, KafkaSource
+    from sluice.spec import (
+        RESCUED_COLUMN,
+        SCD2_END,
+        SCD2_START,
+        DeltaSource,
+        KafkaSource,
+    )
 
     if spec.transform is not None and spec.transform.sql:
         return None
@@ -261,6 +267,9 @@ def output_without_spark(spec, settings) -> Type | None:
         columns = from_ddl(source.schema_)[1]
     if spec.rescues_fields() and spec.schema_evolution != "add_columns":
         columns = (*columns, (RESCUED_COLUMN, "string"))
+    sequence = [kind for name, kind in columns if name == spec.sink.sequence_by]
+    if spec.sink.mode == "scd2" and sequence:  # the history table's two more columns
+        columns = (*columns, (SCD2_START, sequence[0]), (SCD2_END, sequence[0]))
     return ("struct", tuple(columns))
 
 

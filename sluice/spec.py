@@ -50,13 +50,18 @@ SCHEDULE_PRESETS = ("@once", "@continuous", "@hourly", "@daily", "@weekly", "@mo
 
 Trigger = Literal["available_now", "once"]
 FileFormat = Literal["json", "csv", "parquet", "text"]
-SinkMode = Literal["append", "complete", "merge"]
+SinkMode = Literal["append", "complete", "merge", "scd2"]
 OnBadRecords = Literal["quarantine", "fail", "drop"]
 OnViolation = Literal["warn", "drop", "quarantine", "fail"]
 SchemaEvolution = Literal["rescue", "add_columns", "fail"]
 OnOverwrite = Literal["warn", "fail", "reingest"]
 RESCUED_COLUMN = "_rescued"
 """JSON sources: the fields of a record that the schema does not declare, as a JSON object (null if none)."""
+SCD2_START = "__start_at"
+"""``scd2`` sinks: the ``sequence_by`` value of the change that started a version of a key."""
+SCD2_END = "__end_at"
+"""``scd2`` sinks: the ``sequence_by`` value of the change that ended a version (the next version's start, or
+the deletion's); NULL for the key's current version."""
 OptionValue = str | int | float | bool
 
 
@@ -537,35 +542,82 @@ class Sink(_Model):
     """Table folder: relative to the lake root, or absolute. Default: ``<lake root>/<name>``."""
     mode: SinkMode = "append"
     """``append`` adds each micro-batch's rows; ``complete`` rewrites the table with a stateful query's result;
-    ``merge`` upserts each micro-batch into the table by ``keys`` (Delta MERGE)."""
+    ``merge`` upserts each micro-batch into the table by ``keys`` (Delta MERGE); ``scd2`` keeps every
+    version of each key (SCD type 2: ``__start_at`` / ``__end_at`` columns, see docs/scd2.md)."""
     partition_by: list[str] = Field(default_factory=list)
     """Partition columns of the table."""
     keys: list[str] = Field(default_factory=list)
-    """``merge``: the columns that identify a row (one row per key in the table)."""
+    """``merge``: the columns that identify a row (one row per key in the table). ``scd2``: the columns that
+    identify an entity (one row per version of it, at most one current row)."""
     order_by: str | None = None
     """``merge``: a column whose greatest value wins, among a batch's rows of one key and against the table's
     row (an older change never overwrites a newer one). Without it, the batch's last row of a key wins."""
     delete_when: str | None = None
-    """``merge``: a Spark SQL predicate over the incoming row that marks it a deletion (CDC feeds), e.g.
-    ``op = 'D'``: the key's row is deleted (and such a row is never inserted)."""
+    """``merge``, ``scd2``: a Spark SQL predicate over the incoming row that marks it a deletion (CDC feeds),
+    e.g. ``op = 'D'``: the key's row is deleted (``scd2``: its current version is ended at the deletion's
+    ``sequence_by``); such a row is never inserted."""
+    sequence_by: str | None = None
+    """``scd2``: the column that orders a key's changes (a version number or change timestamp; required).
+    Each version's ``__start_at`` / ``__end_at`` have its type. A change that arrives late is put in its
+    place in the key's history, never applied over a newer one; a row whose value is NULL is a bad record."""
+    track_history_columns: list[str] = Field(default_factory=list)
+    """``scd2``: only a change of these columns starts a new version; a change of other columns updates the
+    version it falls in, in place. Default: all columns but the keys and ``sequence_by``."""
+    except_columns: list[str] = Field(default_factory=list)
+    """``scd2``: the columns whose change does NOT start a new version (all others do, but the keys and
+    ``sequence_by``); the other way to say ``track_history_columns``, not with it."""
 
     @model_validator(mode="after")
     def _merge_fields(self) -> Sink:
-        if self.mode == "merge":
+        if self.mode in ("merge", "scd2"):
             if not self.keys:
-                raise ValueError("keys: required with mode: merge; name the key columns, e.g. keys: [order_id]")
+                raise ValueError(f"keys: required with mode: {self.mode}; name the key columns, e.g. keys: [order_id]")
             if len(set(self.keys)) != len(self.keys):
                 raise ValueError(f"keys: {self.keys} names a column twice")
+        if self.mode == "merge":
             if self.order_by in self.keys:
                 raise ValueError(f"order_by: {self.order_by!r} is a key column; name the version/timestamp column")
-        else:
+        elif self.mode != "scd2":
             extra = [f for f in ("keys", "order_by", "delete_when") if getattr(self, f)]
             if extra:
                 raise ValueError(
                     f"{extra[0]}: only used with mode: merge (the sink's mode is {self.mode}); "
-                    "remove it or set mode: merge"
+                    "remove it or set mode: merge (or scd2)"
+                )
+        if self.mode == "scd2":
+            self._scd2_fields()
+        else:
+            extra = [f for f in ("sequence_by", "track_history_columns", "except_columns") if getattr(self, f)]
+            if extra:
+                raise ValueError(
+                    f"{extra[0]}: only used with mode: scd2 (the sink's mode is {self.mode}); "
+                    "remove it or set mode: scd2"
                 )
         return self
+
+    def _scd2_fields(self) -> None:
+        if self.order_by:
+            raise ValueError("order_by: a merge sink's field; with mode: scd2 name the column that orders a key's "
+                             f"changes in sequence_by (e.g. sequence_by: {self.order_by})")
+        if not self.sequence_by:
+            raise ValueError("sequence_by: required with mode: scd2; name the column that orders a key's changes "
+                             "(a version number or change timestamp), e.g. sequence_by: updated_at")
+        if self.sequence_by in self.keys:
+            raise ValueError(f"sequence_by: {self.sequence_by!r} is a key column; name the version/timestamp column")
+        if self.track_history_columns and self.except_columns:
+            raise ValueError("track_history_columns: set either track_history_columns (the columns that start a "
+                             "new version) or except_columns (the columns that do not), not both")
+        for field in ("track_history_columns", "except_columns"):
+            columns = getattr(self, field)
+            keys = [c for c in columns if c in self.keys]
+            if keys:
+                raise ValueError(f"{field}: {', '.join(keys)} is a key column; a key's versions all have the "
+                                 "same key, remove it")
+            if len(set(columns)) != len(columns):
+                raise ValueError(f"{field}: {columns} names a column twice")
+        if SCD2_START in self.keys or SCD2_END in self.keys or self.sequence_by in (SCD2_START, SCD2_END):
+            raise ValueError(f"keys: {SCD2_START} and {SCD2_END} are the columns the scd2 sink adds; rename the "
+                             "column in transform.sql")
 
 
 class Expectation(_Model):
@@ -811,6 +863,12 @@ class PipelineSpec(_Model):
         backfill = self.backfill
         if backfill is None:
             return self
+        if self.sink.mode == "scd2":
+            raise ValueError(
+                "backfill: an scd2 sink keeps every key's history across all days, so a slice of days has no rows "
+                "of its own to replace. Remove backfill; to rebuild the history, run once with "
+                "--reset-checkpoint (Airflow: trigger with mode=reset)"
+            )
         if self.sink.mode == "complete":
             raise ValueError(
                 "backfill: a complete sink rewrites the whole table on every run; there is no slice to rebuild. "

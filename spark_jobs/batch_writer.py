@@ -18,7 +18,7 @@ write itself counts the bad records, rescued fields and expectation violations a
 observed metrics), and only a batch that had rows to set aside is read a second time, for its quarantine
 rows, after the sink commit (nothing is cached: its input is fixed, the same files or offsets). A batch
 whose outcome decides whether it may be written at all (anything set to ``fail``), ``add_columns`` (the
-new columns' types come from the batch), a MERGE sink and a backfill slice are counted first, over the
+new columns' types come from the batch), a MERGE or scd2 sink and a backfill slice are counted first, over the
 cached batch (:meth:`BatchWriter._write_counted`): quarantine rows, then sink rows.
 
 While a one-pass batch is between its sink commit and its quarantine rows, a marker in the checkpoint
@@ -150,7 +150,7 @@ class BatchWriter:
             self.bad_only
             or self.target.replace_where is not None
             or self.target.app_id is None
-            or spec.sink.mode == "merge"
+            or spec.sink.mode in ("merge", "scd2")
             or spec.on_bad_records == "fail"
             or spec.schema_evolution != "rescue"
             or any(e.on_violation == "fail" for e in spec.expectations)
@@ -269,6 +269,9 @@ class BatchWriter:
             if self.target.replace_where is not None:
                 rows, outside = self._outside_slice(rows, batch_id, stats)
                 quarantine += outside
+            if spec.sink.mode == "scd2":
+                rows, unsequenced = self._unsequenced(rows, batch_id, stats)
+                quarantine += unsequenced
             self._write_quarantine(quarantine, batch_id)
             write_sink(rows, spec.sink, self.target.table, Commit(
                 batch_id, app_id=self.target.app_id, replace_where=self.target.replace_where,
@@ -357,6 +360,31 @@ class BatchWriter:
         bad = self._quarantine_rows(rows.where(~inside), batch_id, F.lit(None), _row_json(rows), F.lit(error),
                                     F.lit(None))
         return rows.where(inside), [bad]
+
+    def _unsequenced(self, rows: DataFrame, batch_id: int, stats: dict[str, Any]) -> tuple[DataFrame, list[DataFrame]]:
+        """An scd2 sink's rows without a ``sequence_by`` value: bad records, handled by ``on_bad_records`` (a
+        change that cannot be placed in its key's history)."""
+        column = self.spec.sink.sequence_by
+        missing = F.col(column).isNull()
+        rows = rows.persist()
+        self._cached.append(rows)
+        count = rows.where(missing).count()
+        if not count:
+            return rows, []
+        error = f"no value in {column} (sink.sequence_by): the change cannot be placed in its key's history"
+        stats["bad_records"] += count
+        if self.spec.on_bad_records == "fail":
+            example = rows.where(missing).select(_row_json(rows)).first()[0]
+            raise BatchRejected(f"{count} row(s) of batch {batch_id} have {error}, e.g. {_clip(example)}, and "
+                                "on_bad_records: fail. Nothing of the batch was written and the checkpoint did not "
+                                f"advance: give every row a {column}, or choose on_bad_records: quarantine or drop.")
+        if self.spec.on_bad_records == "drop":
+            stats["dropped_rows"] += count
+            return rows.where(~missing), []
+        stats["quarantined_rows"] += count
+        bad = self._quarantine_rows(rows.where(missing), batch_id, F.lit(None), _row_json(rows), F.lit(error),
+                                    F.lit(None))
+        return rows.where(~missing), [bad]
 
     def _new_fields_message(self, rows: DataFrame, batch_id: int, count: int) -> str:
         example = rows.where(F.col(RESCUED_COLUMN).isNotNull()).select(RESCUED_COLUMN).first()[0]

@@ -512,7 +512,7 @@ def _ran_batches(run: Run, ran: Ran, target: Target, *, before: int | None, late
             # None: no commit by this run; see replay_of_version
             delta_version=commit["version"] if commit and not replayed else None,
             output_rows=commit["output_rows"] if commit and not replayed else 0,
-            **({"merge": commit.get("merge") if commit and not replayed else None} if spec.sink.mode == "merge" else {}),
+            **({"merge": commit.get("merge") if commit and not replayed else None} if spec.sink.mode in ("merge", "scd2") else {}),
             # a batch re-run after a crash that Delta had committed already (in this version) and skipped
             replay_of_version=commit["version"] if replayed else None,
             **{key: batch_stats.get(key, 0) for key in _COUNTS},

@@ -7,15 +7,14 @@ replayed after a crash (written to the table, not yet marked done in the checkpo
 https://docs.delta.io/latest/delta-streaming.html#idempotent-table-writes-in-foreachbatch
 
 ``append`` appends the batch's rows; ``complete`` overwrites the table with a stateful query's whole
-result; ``merge`` upserts by the sink's keys (Delta MERGE), the latest ``order_by`` winning.
+result; ``merge`` upserts by the sink's keys (Delta MERGE), the latest ``order_by`` winning; ``scd2`` keeps
+every version of each key (:mod:`spark_jobs.scd2`, one MERGE per batch too).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
-from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Callable
 
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
@@ -24,11 +23,8 @@ from pyspark.sql.streaming import StreamingQuery
 from sluice.lock import check_held
 from sluice.spec import PipelineSpec, Sink, Trigger
 from spark_jobs.checkpoint_files import clear_interrupted_start
-
-TXN_APP_ID_CONF = "spark.databricks.delta.write.txnAppId"
-TXN_VERSION_CONF = "spark.databricks.delta.write.txnVersion"
-USER_METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
-AUTO_MERGE_CONF = "spark.databricks.delta.schema.autoMerge.enabled"
+from spark_jobs.commit import Commit, in_transaction
+from spark_jobs.scd2 import scd2_rows
 
 
 def txn_app_id(pipeline: str, checkpoint_id: str) -> str:
@@ -42,7 +38,7 @@ merge_app_id = txn_app_id
 
 def output_mode(spec: PipelineSpec) -> str:
     # update: a stateful query hands over the rows that changed; a stateless one, every new row
-    return "update" if spec.sink.mode == "merge" else spec.sink.mode
+    return "update" if spec.sink.mode in ("merge", "scd2") else spec.sink.mode
 
 
 def start_write(
@@ -57,26 +53,6 @@ def start_write(
     # the no-data batch that lets a watermark emit finished windows; Once runs one batch and no no-data batch.
     writer = writer.trigger(availableNow=True) if trigger == "available_now" else writer.trigger(once=True)
     return writer.start()
-
-
-@dataclass(frozen=True)
-class Commit:
-    """What one Delta write commits as: the stream's idempotent transaction (``app_id`` with the batch id as
-    its ``txnVersion``: Delta skips a write it has committed already) or, without ``app_id``, a plain one;
-    with ``replace_where`` (a backfill, a rebuild) it replaces the rows matching that predicate."""
-
-    batch_id: int
-    app_id: str | None = None
-    replace_where: str | None = None
-    metadata: dict[str, Any] | None = None
-    """The commit's userMetadata; a transaction's says its id and batch instead (what a replay looks for)."""
-    merge_schema: bool = False
-    """The commit evolves the table's schema (``mergeSchema``; a MERGE's ``autoMerge``)."""
-
-    def user_metadata(self) -> str | None:
-        if self.app_id is not None:
-            return json.dumps({"sluice_app_id": self.app_id, "batch_id": self.batch_id})
-        return json.dumps(self.metadata) if self.metadata else None
 
 
 def write_rows(rows: DataFrame, path: str, commit: Commit, *, overwrite: bool = False,
@@ -110,6 +86,8 @@ def write_sink(rows: DataFrame, sink: Sink, path: str, commit: Commit) -> None:
         write_rows(rows, path, dataclasses.replace(commit, app_id=None), partition_by=sink.partition_by)
     elif sink.mode == "merge":
         merge_rows(rows, sink, path, commit)
+    elif sink.mode == "scd2":
+        scd2_rows(rows, sink, path, commit)
     else:
         write_rows(rows, path, commit, overwrite=sink.mode == "complete", partition_by=sink.partition_by)
 
@@ -135,20 +113,9 @@ def merge_rows(batch: DataFrame, sink: Sink, table_path: str, commit: Commit) ->
     else:
         merge = merge.whenMatchedUpdate(newer, set=columns)
         merge = merge.whenNotMatchedInsert(values=columns)
-    conf = spark.conf
-    settings = {TXN_APP_ID_CONF: commit.app_id, TXN_VERSION_CONF: str(commit.batch_id),
-                USER_METADATA_CONF: commit.user_metadata()}
-    if commit.merge_schema:
-        settings[AUTO_MERGE_CONF] = "true"
-    before = {key: conf.get(key, None) for key in settings}
-    for key, value in settings.items():
-        conf.set(key, value)
-    try:
+    with in_transaction(spark, commit):
         check_held()
         merge.execute()
-    finally:
-        for key, value in before.items():
-            conf.unset(key) if value is None else conf.set(key, value)
 
 
 DELETE_FLAG = "__sluice_delete"

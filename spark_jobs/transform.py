@@ -11,6 +11,7 @@ from sluice.spark_conf import option_text
 from sluice.spec import RESCUED_COLUMN, PipelineSpec, Transform
 from spark_jobs.errors import describe_error
 from spark_jobs.records import good_rows
+from spark_jobs.scd2 import history_schema
 
 SOURCE_VIEW = "source"
 
@@ -62,7 +63,7 @@ class ExpectationError(ValueError):
 
 def query_output(spark: SparkSession, spec: PipelineSpec, source):
     """The query's streaming DataFrame, whether the transform runs per batch (stateless) or in the query
-    (stateful), and the schema of the rows the sink gets."""
+    (stateful), and the schema of the sink table (the rows the sink gets; an scd2 sink's two more columns)."""
     clean = good_rows(source)
     if spec.is_stateful():
         query_df = apply_transform(clean, spec.transform)
@@ -84,4 +85,8 @@ def query_output(spark: SparkSession, spec: PipelineSpec, source):
                 f"expectations.{expectation.name}.rule: {expectation.rule!r} is not a Spark SQL boolean over the "
                 f"transformed row (columns: {', '.join(out.columns)}): {describe_error(err)}"
             ) from None
-    return query_df, spec.is_stateful(), out.schema
+    schema = out.schema
+    if spec.sink.mode == "scd2":
+        # the history table's columns: the rows', then __start_at / __end_at
+        schema = history_schema(spec.sink, schema)
+    return query_df, spec.is_stateful(), schema
