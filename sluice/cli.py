@@ -407,7 +407,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="one JSON object per run instead of a table")
     p.set_defaults(func=cmd_status)
 
-    p = sub.add_parser("schema", help="the versions of a file source's inferred schema, stored in its checkpoint")
+    p = sub.add_parser("schema", help="the versions of a source's inferred schema, stored in its checkpoint")
     p.add_argument("spec", metavar="SPEC", help="spec file or pipeline name")
     p.add_argument("--json", action="store_true", help="the versions as one JSON object")
     p.set_defaults(func=cmd_schema)
