@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 
 from pyspark.sql import SparkSession
-from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, StructType
 
 from sluice.ddl import DdlError, parse_ddl_schema
@@ -42,6 +41,7 @@ from sluice.spec import (
     SchemaInference,
 )
 from sluice.storage import Storage
+from spark_jobs.kafka_source import sample_values
 
 CORRUPT_RECORD = "_corrupt_record"
 """The column Spark's JSON and CSV inference adds for a malformed record of the sample: never a source column."""
@@ -139,38 +139,9 @@ def infer_kafka(spark: SparkSession, spec: PipelineSpec, run_id: str) -> SchemaV
     over them. Values that are not JSON objects (and tombstones) are left out of the sample; fields named
     like the columns sluice adds (``key``, ``topic``, ...) are left out of the schema (they stay in
     ``_rescued``)."""
-    from spark_jobs.kafka_source import check_brokers_and_topics, client_config
-
     source = spec.source
-    limit = (source.value.inference or KafkaSchemaInference()).max_records
-    config = client_config(source)
-    check_brokers_and_topics(spark, source, config)  # a missing topic is said as the stream would say it
     where = f"topic(s) {', '.join(source.topics)}" if source.topics else f"topics matching {source.subscribe_pattern}"
-    reader = spark.read.format("kafka")
-    for key, value in config.items():
-        reader = reader.option(f"kafka.{key}", value)
-    if source.topics:
-        reader = reader.option("subscribe", ",".join(source.topics))
-    else:
-        reader = reader.option("subscribePattern", source.subscribe_pattern)
-    # the stream's first run starts at starting_offsets: the sample is the first records it will read. With
-    # latest it reads none of the records there now, so the sample is the newest ones (the topic is read
-    # once, keeping only the newest max_records: memory is bounded, the read is the retained topic)
-    starting = "earliest" if source.starting_offsets == "latest" else source.starting_offsets
-    reader = (
-        reader.option("startingOffsets", starting)
-        .option("endingOffsets", "latest")
-        .option("failOnDataLoss", str(source.fail_on_data_loss).lower())
-        .option("kafkaConsumer.pollTimeoutMs", str(source.timeout_seconds * 1000))
-        .option("fetchOffset.numRetries", "2")
-    )
-    options = {k: option_text(v) for k, v in source.options.items() if not k.startswith("kafka.")}
-    for key, value in options.items():
-        reader = reader.option(key, value)
-    raw = reader.load().where(F.col("value").isNotNull())
-    if source.starting_offsets == "latest":
-        raw = raw.orderBy(F.col("timestamp").desc(), F.col("offset").desc())
-    values = [row.value for row in raw.select(F.col("value").cast("string").alias("value")).limit(limit).collect()]
+    values = sample_values(spark, source, (source.value.inference or KafkaSchemaInference()).max_records)
     if not values:
         raise InferenceError(
             f"source.value.schema: no records to infer the schema from in {where} (from starting_offsets "
@@ -180,6 +151,7 @@ def infer_kafka(spark: SparkSession, spec: PipelineSpec, run_id: str) -> SchemaV
     jvm = spark._jvm
     texts = spark.createDataFrame([(v,) for v in values], "value STRING")
     reader = spark._jsparkSession.read()
+    options = {k: option_text(v) for k, v in source.options.items() if not k.startswith("kafka.")}
     for key, value in options.items():  # the JSON options the stream parses the values with
         reader = reader.option(key, value)
     schema = StructType.fromJson(json.loads(

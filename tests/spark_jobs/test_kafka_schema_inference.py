@@ -15,7 +15,8 @@ import pytest
 from sluice.checkpoint import Checkpoint
 from sluice.contract import run_job
 from sluice.ledger import latest_runs
-from spark_jobs.inference import infer, source_schema
+from spark_jobs.inference import InferenceError, infer, source_schema
+from spark_jobs.kafka_source import client_config, newest_offsets
 from spark_jobs.runner import RunFailed, run_pipeline
 from tests.helpers import make_spec, new_topic
 
@@ -138,3 +139,12 @@ def test_an_empty_topic_fails_clearly_and_a_dry_run_shows_the_schema_and_stores_
     newest = make_spec(pipeline(bootstrap, topic, {"inference": {"max_records": 1}},
                                 source={"starting_offsets": "latest"}))
     assert infer(spark, newest, lake, "t").ddl == "id BIGINT, new STRING"
+    # ... read from the last max_records offsets of each partition, not the whole topic
+    config = client_config(newest.source)
+    assert newest_offsets(spark, newest.source, config, 1) == {topic: {"0": 1}}
+    assert newest_offsets(spark, newest.source, config, 5) == {topic: {"0": 0}}  # not before the earliest
+    unmatched = make_spec(pipeline(bootstrap, topic, source={"topics": None, "subscribe_pattern": "no_such_.*",
+                                                             "starting_offsets": "latest"}))
+    with pytest.raises(InferenceError, match=r"source.value.schema: no records to infer the schema from in topics "
+                                             r"matching no_such_\.\* \(from starting_offsets latest\)"):
+        infer(spark, unmatched, lake, "t")
