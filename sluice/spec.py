@@ -379,7 +379,7 @@ class KafkaValue(_Model):
     """How to read the record value."""
 
     format: Literal["json", "string", "avro"] = "string"
-    """``json``: parse into columns with ``schema``; ``string``: one ``value STRING`` column; ``avro``: decode
+    """``json``: parse into columns with ``schema`` (declared, or inferred by the first run); ``string``: one ``value STRING`` column; ``avro``: decode
     with the Avro schema in ``schema_file`` into its record's fields (see docs/kafka.md, "Avro values")."""
     schema_: str | None = Field(default=None, alias="schema")
     """Spark DDL of a ``json`` value's columns (not allowed for ``string``); it cannot name the columns sluice

@@ -110,6 +110,12 @@ def test_add_columns_stores_the_next_version_and_the_ledger_records_the_version_
     read, versions, inferred = source_schema(None, spec, lake, spec.checkpoint_path(lake), "r3")
     assert (read.source.value.schema_, [v.version for v in versions], inferred) == (
         "id BIGINT, coupon STRING", [0, 1], None)
+    # changed value.schema_hints: the next version, stored by the run before its query starts
+    hinted = make_spec(pipeline(bootstrap, topic, {"schema_hints": "coupon VARCHAR(8)"},
+                                schema_evolution="add_columns"))
+    read, versions, _ = source_schema(None, hinted, lake, spec.checkpoint_path(lake), "r3")
+    assert (read.source.value.schema_, versions[-1].version, versions[-1].reason) == (
+        "id BIGINT, coupon VARCHAR(8)", 2, "hints")
 
 
 def test_an_empty_topic_fails_clearly_and_a_dry_run_shows_the_schema_and_stores_nothing(spark, lake, kafka_broker):
