@@ -35,7 +35,7 @@ from sluice.environment import project_env
 from sluice.quality import quality_warnings
 from sluice.schema_change import next_change
 from sluice.settings import Settings, load_settings
-from sluice.spec import SpecError, load_spec
+from sluice.spec import KafkaSource, SpecError, load_spec
 
 
 def resolve_spec_path(arg: str, settings: Settings) -> Path:
@@ -156,8 +156,9 @@ def _launch(job, spec, settings: Settings, lock, *, secret_env=None, airflow_fre
         inferred = data.get("schema_inferred")
         if inferred:
             kept = "stored as version 0" if inferred["stored"] else "not stored (a dry run stores nothing)"
-            print(f"schema: inferred from {len(inferred['files'])} file(s), {kept}: {inferred['ddl']}",
-                  file=sys.stderr)
+            sample = (f"{inferred['records']} record(s) of {', '.join(inferred['topics'])}" if "records" in inferred
+                      else f"{len(inferred['files'])} file(s)")
+            print(f"schema: inferred from {sample}, {kept}: {inferred['ddl']}", file=sys.stderr)
     print(json.dumps(data))
     return 0 if summary.succeeded else 1
 
@@ -203,12 +204,15 @@ def cmd_schema(args: argparse.Namespace, settings: Settings) -> int:
                           "versions": [v.model_dump() for v in versions]}))
         return 0
     if not infers_schema(spec):
-        declared = getattr(spec.source, "schema_", None) or "(none: the source's columns are fixed)"
+        holder = spec.source.value if isinstance(spec.source, KafkaSource) else spec.source
+        declared = getattr(holder, "schema_", None) or "(none: the source's columns are fixed)"
         print(f"{spec.name}: the spec declares the source's schema, nothing is inferred: {declared}")
         return 0
     if not versions:
-        print(f"{spec.name}: no stored schema yet in {checkpoint}: the first run infers it from the files in "
-              f"{spec.source_path(settings)} (sluice run {spec.name} --dry-run shows what it would infer)")
+        where = (f"the records of topic(s) {', '.join(spec.source.topics or [spec.source.subscribe_pattern])}"
+                 if isinstance(spec.source, KafkaSource) else f"the files in {spec.source_path(settings)}")
+        print(f"{spec.name}: no stored schema yet in {checkpoint}: the first run infers it from {where} "
+              f"(sluice run {spec.name} --dry-run shows what it would infer)")
         return 0
     from sluice.schemas import describe
 
@@ -403,7 +407,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="one JSON object per run instead of a table")
     p.set_defaults(func=cmd_status)
 
-    p = sub.add_parser("schema", help="the versions of a file source's inferred schema, stored in its checkpoint")
+    p = sub.add_parser("schema", help="the versions of a source's inferred schema, stored in its checkpoint")
     p.add_argument("spec", metavar="SPEC", help="spec file or pipeline name")
     p.add_argument("--json", action="store_true", help="the versions as one JSON object")
     p.set_defaults(func=cmd_schema)

@@ -257,6 +257,8 @@ def output_without_spark(spec, settings) -> Type | None:
     if isinstance(source, KafkaSource):
         if source.value.format == "avro":  # the columns are spark-avro's conversion of the Avro schema
             return None
+        if source.infers_schema():  # to be inferred by the first run: only Spark knows it
+            return None
         value = (from_ddl(source.value.schema_)[1] if source.value.format == "json" else (("value", "string"),))
         columns = (*value, *_KAFKA_COLUMNS)
     elif source.format == "text":

@@ -1,7 +1,8 @@
-"""A file source's schema when the spec declares none: inferred once, stored in the checkpoint, versioned.
+"""A source's schema when the spec declares none: inferred once, stored in the checkpoint, versioned.
 
-The first run of a json, csv or parquet pipeline without ``source.schema`` infers the schema from a sample
-of the landing files (:mod:`spark_jobs.inference`) and stores it as ``<checkpoint>/schemas/0`` before its
+The first run of a json, csv or parquet pipeline without ``source.schema`` (or of a Kafka pipeline with
+``value: {format: json}`` and no ``value.schema``) infers the schema from a sample of the landing files (of
+the topic's records) (:mod:`spark_jobs.inference`) and stores it as ``<checkpoint>/schemas/0`` before its
 query starts; every later run reads with the latest stored version and never infers again, so a new file
 cannot silently change a column's type. ``schema_evolution: add_columns`` stores the next version
 (``schemas/1``, ...) when a batch adds columns (:func:`next_version`). The files are
@@ -18,7 +19,7 @@ from pydantic import BaseModel, ConfigDict
 
 from sluice.checkpoint import Checkpoint
 from sluice.ddl import parse_ddl_schema
-from sluice.spec import FileSource, PipelineSpec
+from sluice.spec import FileSource, KafkaSource, PipelineSpec
 
 _PLAIN_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -34,10 +35,14 @@ class SchemaVersion(BaseModel):
     created_at: str
     run_id: str | None = None
     reason: Literal["inferred", "add_columns", "hints"]
-    """``inferred`` from a sample of files (version 0), ``add_columns`` by a batch of the run ``run_id``, or
+    """``inferred`` from a sample of files or Kafka records (version 0), ``add_columns`` by a batch of the run ``run_id``, or
     ``hints``: the spec's ``schema_hints`` changed, and the run ``run_id`` stored their types."""
     files: list[str] = []
-    """``inferred``: the files sampled, oldest first."""
+    """``inferred`` from files: the files sampled, oldest first."""
+    records: int | None = None
+    """``inferred`` from Kafka: how many records (values) were sampled."""
+    topics: list[str] = []
+    """``inferred`` from Kafka: the topics (or the subscribe pattern) sampled."""
     hints: str | None = None
     """The spec's ``schema_hints`` this version applies (carried to the next versions)."""
     added_columns: list[str] = []
@@ -48,7 +53,13 @@ class SchemaVersion(BaseModel):
 
 def infers_schema(spec: PipelineSpec) -> bool:
     """The pipeline's source schema is inferred and stored, not declared in the spec."""
-    return isinstance(spec.source, FileSource) and spec.source.infers_schema()
+    return isinstance(spec.source, (FileSource, KafkaSource)) and spec.source.infers_schema()
+
+
+def schema_hints(spec: PipelineSpec) -> str | None:
+    """The spec's ``schema_hints``: ``source.schema_hints``, or ``source.value.schema_hints`` for Kafka."""
+    source = spec.source
+    return source.value.schema_hints if isinstance(source, KafkaSource) else source.schema_hints
 
 
 def quote(name: str) -> str:
@@ -72,7 +83,12 @@ def with_hints(columns: list[tuple[str, str]], hints: str | None) -> list[tuple[
 
 def with_schema(spec: PipelineSpec, ddl: str) -> PipelineSpec:
     """``spec`` reading its source with ``ddl``: the effective spec every part of the run reads."""
-    return spec.model_copy(update={"source": spec.source.model_copy(update={"schema_": ddl})})
+    source = spec.source
+    if isinstance(source, KafkaSource):  # a json value's columns: source.value.schema
+        source = source.model_copy(update={"value": source.value.model_copy(update={"schema_": ddl})})
+    else:
+        source = source.model_copy(update={"schema_": ddl})
+    return spec.model_copy(update={"source": source})
 
 
 def history(checkpoint: str) -> list[SchemaVersion]:
@@ -144,7 +160,9 @@ def describe(versions: list[SchemaVersion]) -> list[str]:
     lines = []
     for v in versions:
         if v.reason == "inferred":
-            made = f"inferred from {len(v.files)} file(s)" + (f" with hints {v.hints}" if v.hints else "")
+            sample = (f"{v.records} record(s) of {', '.join(v.topics)}" if v.records is not None
+                      else f"{len(v.files)} file(s)")
+            made = f"inferred from {sample}" + (f" with hints {v.hints}" if v.hints else "")
         elif v.reason == "hints":
             made = f"schema_hints changed: {v.hints}"
         else:

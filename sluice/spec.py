@@ -373,15 +373,33 @@ class AssetSchedule(_Model):
 KAFKA_COLUMNS = ("key", "topic", "partition", "offset", "timestamp")
 
 
+class KafkaSchemaInference(_Model):
+    """How many records the first run reads to infer a Kafka json value's schema."""
+
+    max_records: Annotated[int, Field(gt=0, le=100_000)] = 1000
+    """At most this many records (values), read from ``starting_offsets`` (``latest``: the newest records)."""
+
+
 class KafkaValue(_Model):
     """How to read the record value."""
 
     format: Literal["json", "string", "avro"] = "string"
-    """``json``: parse into columns with ``schema``; ``string``: one ``value STRING`` column; ``avro``: decode
+    """``json``: parse into columns with ``schema`` (declared, or inferred by the first run); ``string``: one ``value STRING`` column; ``avro``: decode
     with the Avro schema in ``schema_file`` into its record's fields (see docs/kafka.md, "Avro values")."""
     schema_: str | None = Field(default=None, alias="schema")
-    """Spark DDL of a ``json`` value's columns (required for ``json``, not allowed for ``string``); it cannot
-    name the columns sluice adds: ``key``, ``topic``, ``partition``, ``offset``, ``timestamp``, ``_rescued``."""
+    """Spark DDL of a ``json`` value's columns (not allowed for ``string``); it cannot name the columns sluice
+    adds: ``key``, ``topic``, ``partition``, ``offset``, ``timestamp``, ``_rescued``. Optional for ``json``:
+    without it, the first run infers the schema from a sample of the topic's records (``inference``), stores
+    it in the checkpoint (``schemas/0``) and every later run reads with the stored schema, never inferring
+    again (see docs/schema-inference.md)."""
+    schema_hints: str | None = None
+    """``json`` without ``schema``: the types of named columns, as Spark DDL (``amount DECIMAL(12,2), ts
+    TIMESTAMP``), over what the inference found; a hint naming a field the sample does not have adds it.
+    Changed after the first run, the new hints are stored as the schema's next version."""
+    inference: KafkaSchemaInference | None = None
+    """``json`` without ``schema``: how much the first run reads to infer it, ``{max_records: 1000}``: the
+    first records from ``starting_offsets`` (``earliest`` or offsets per partition), or the newest records
+    with ``latest``. Values that are not JSON objects are left out of the sample."""
     schema_file: str | None = None
     """``avro`` only, and required: the Avro schema (``.avsc``, JSON) the values were written with, a record
     whose fields become the columns; relative to the project folder (``SLUICE_HOME``, e.g.
@@ -412,8 +430,16 @@ class KafkaValue(_Model):
 
     @model_validator(mode="after")
     def _schema_for_json(self) -> KafkaValue:
-        if self.format == "json" and self.schema_ is None:
-            raise ValueError('schema: required for json values, as Spark DDL, e.g. schema: "id BIGINT, ts TIMESTAMP"')
+        for name in ("schema_hints", "inference"):
+            if self.format != "json" and getattr(self, name) is not None:
+                raise ValueError(f"{name}: only for json values without a schema (nothing is inferred for "
+                                 f"{self.format} values); remove {name}")
+        if self.schema_ is not None and self.schema_hints is not None:
+            raise ValueError("schema_hints: apply to an inferred schema; with a declared schema, write the "
+                             "types in schema itself and remove schema_hints")
+        if self.schema_ is not None and self.inference is not None:
+            raise ValueError("inference: the schema is declared, nothing is inferred; remove inference (or "
+                             "remove schema to have the first run infer it)")
         if self.format == "string" and self.schema_ is not None:
             raise ValueError("schema: string values are one column `value STRING`; remove schema or use format: json")
         if self.format != "avro":
@@ -447,6 +473,28 @@ class KafkaValue(_Model):
             raise ValueError(f"schema_file: {err}") from None
         self._avro_schema = text
         return self
+
+    @field_validator("schema_hints")
+    @classmethod
+    def _hints(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        columns = _ddl_columns(value)
+        clash = [c for c, _ in columns if c.lower() in (*KAFKA_COLUMNS, RESCUED_COLUMN)]
+        if clash:
+            raise ValueError(
+                f"column(s) {', '.join(clash)} clash with the columns sluice adds for every record "
+                f"({', '.join(KAFKA_COLUMNS)}, {RESCUED_COLUMN}); leave them out of the hints"
+            )
+        names = [c.lower() for c, _ in columns]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"column(s) {', '.join(twice)} hinted twice; name each column once")
+        return value
+
+    def infers_schema(self) -> bool:
+        """The value's schema is inferred by the first run and stored in the checkpoint (json, no ``schema``)."""
+        return self.format == "json" and self.schema_ is None
 
     def avro_schema_path(self) -> Path:
         """``schema_file`` as a path: relative ones start at the project folder (``SLUICE_HOME``)."""
@@ -484,7 +532,8 @@ class KafkaSource(_Model):
     max_offsets_per_trigger: Annotated[int, Field(gt=0)] | None = None
     """Rate limit: at most this many records per micro-batch (a run then executes several)."""
     value: KafkaValue = Field(default_factory=KafkaValue)
-    """How to read the record value: ``{format: json, schema: ...}``, ``{format: avro, schema_file: ...,
+    """How to read the record value: ``{format: json, schema: ...}`` (or ``{format: json}``: the schema is
+    inferred, see docs/schema-inference.md), ``{format: avro, schema_file: ...,
     schema_ids: [...]}``, or ``{format: string}`` (the default)."""
     options: dict[str, OptionValue] = Field(default_factory=dict)
     """Passed to Spark's Kafka source as they are: ``kafka.*`` client settings and connector options."""
@@ -510,6 +559,10 @@ class KafkaSource(_Model):
                 '({"topic": {"0": 42, "1": -2}}, -2 = earliest, -1 = latest)'
             )
         return value
+
+    def infers_schema(self) -> bool:
+        """The value's schema is inferred by the first run and stored in the checkpoint."""
+        return self.value.infers_schema()
 
     @model_validator(mode="after")
     def _subscription(self) -> KafkaSource:

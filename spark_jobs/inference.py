@@ -1,15 +1,22 @@
-"""A file source's schema without ``source.schema``: inferred by the first run, read back by every later one.
+"""A source's schema without ``source.schema`` (or a Kafka json value's without ``source.value.schema``):
+inferred by the first run, read back by every later one.
 
 Spark's streaming file source does not infer a schema (``spark.sql.streaming.schemaInference`` would infer
 it again on every run, from whatever files are there: a type could change between runs without a word).
 sluice infers it once, from a bounded sample read with Spark's batch reader, and stores it in the
 checkpoint (:mod:`sluice.schemas`). https://spark.apache.org/docs/latest/structured-streaming-programming-guide.html#schema-inference-and-partition-of-streaming-dataframesdatasets
+
+A Kafka json value's sample is a batch read of the topic(s) with the stream's client settings
+(https://spark.apache.org/docs/latest/streaming/structured-streaming-kafka-integration.html#creating-a-kafka-source-for-batch-queries),
+its values inferred with Spark's JSON reader, as a file's lines are.
 """
 
 from __future__ import annotations
 
+import json
+
 from pyspark.sql import SparkSession
-from pyspark.sql.types import DataType
+from pyspark.sql.types import DataType, StructType
 
 from sluice.ddl import DdlError, parse_ddl_schema
 from sluice.schemas import (
@@ -19,13 +26,22 @@ from sluice.schemas import (
     history,
     infers_schema,
     now,
+    schema_hints,
     with_hints,
     with_schema,
 )
 from sluice.settings import Settings
 from sluice.spark_conf import option_text
-from sluice.spec import PipelineSpec, SchemaInference
+from sluice.spec import (
+    KAFKA_COLUMNS,
+    RESCUED_COLUMN,
+    KafkaSchemaInference,
+    KafkaSource,
+    PipelineSpec,
+    SchemaInference,
+)
 from sluice.storage import Storage
+from spark_jobs.kafka_source import sample_values
 
 CORRUPT_RECORD = "_corrupt_record"
 """The column Spark's JSON and CSV inference adds for a malformed record of the sample: never a source column."""
@@ -43,7 +59,7 @@ def source_schema(spark: SparkSession, spec: PipelineSpec, settings: Settings, c
         return spec, [], None
     versions = history(checkpoint)
     if versions:
-        changed = hinted_version(versions[-1], spec.source.schema_hints, run_id=run_id)
+        changed = hinted_version(versions[-1], schema_hints(spec), run_id=run_id)
         if changed is not None:
             if spec.source.format == "csv" and changed.added_columns:
                 raise InferenceError(_csv_hint_message(changed.added_columns, f"the stored schema (version "
@@ -73,7 +89,9 @@ def sample_files(spec: PipelineSpec, settings: Settings) -> list[str]:
 
 def infer(spark: SparkSession, spec: PipelineSpec, settings: Settings, run_id: str) -> SchemaVersion:
     """Version 0 of the source's schema: the sample's columns (csv: STRING unless ``inferSchema: true``),
-    with ``schema_hints`` over them."""
+    with ``schema_hints`` over them. A Kafka source: :func:`infer_kafka`."""
+    if isinstance(spec.source, KafkaSource):
+        return infer_kafka(spark, spec, run_id)
     source = spec.source
     path = spec.source_path(settings)
     files = sample_files(spec, settings)
@@ -113,6 +131,46 @@ def infer(spark: SparkSession, spec: PipelineSpec, settings: Settings, run_id: s
                              f"sluice reads ({err}); declare source.schema") from None
     return SchemaVersion(version=0, ddl=ddl, created_at=now(), run_id=run_id, reason="inferred",
                          files=files, hints=source.schema_hints)
+
+
+def infer_kafka(spark: SparkSession, spec: PipelineSpec, run_id: str) -> SchemaVersion:
+    """Version 0 of a Kafka json value's schema: the columns of at most ``value.inference.max_records``
+    values, read in one batch query from ``starting_offsets`` to the latest offsets, with ``schema_hints``
+    over them. Values that are not JSON objects (and tombstones) are left out of the sample; fields named
+    like the columns sluice adds (``key``, ``topic``, ...) are left out of the schema (they stay in
+    ``_rescued``)."""
+    source = spec.source
+    where = f"topic(s) {', '.join(source.topics)}" if source.topics else f"topics matching {source.subscribe_pattern}"
+    values = sample_values(spark, source, (source.value.inference or KafkaSchemaInference()).max_records)
+    if not values:
+        raise InferenceError(
+            f"source.value.schema: no records to infer the schema from in {where} (from starting_offsets "
+            f"{source.starting_offsets}); produce a record (the first run infers the schema from the records "
+            "it finds), or declare source.value.schema"
+        )
+    jvm = spark._jvm
+    texts = spark.createDataFrame([(v,) for v in values], "value STRING")
+    reader = spark._jsparkSession.read()
+    options = {k: option_text(v) for k, v in source.options.items() if not k.startswith("kafka.")}
+    for key, value in options.items():  # the JSON options the stream parses the values with
+        reader = reader.option(key, value)
+    schema = StructType.fromJson(json.loads(
+        reader.json(getattr(texts._jdf, "as")(jvm.org.apache.spark.sql.Encoders.STRING())).schema().json()))
+    reserved = (*KAFKA_COLUMNS, RESCUED_COLUMN)
+    columns = [(f.name, type_ddl(spark, f.dataType)) for f in schema.fields
+               if f.name != CORRUPT_RECORD and f.name.lower() not in reserved]
+    if not columns:
+        raise InferenceError(f"source.value.schema: the {len(values)} record(s) sampled in {where} hold no JSON "
+                             "object with fields; declare source.value.schema")
+    ddl = ddl_text(with_hints(columns, source.value.schema_hints))
+    try:
+        parse_ddl_schema(ddl)
+    except DdlError as err:  # a field name sluice's DDL cannot write (a space, a dot)
+        raise InferenceError(f"source.value.schema: the schema inferred from {where} cannot be written as a "
+                             f"schema sluice reads ({err}); declare source.value.schema") from None
+    return SchemaVersion(version=0, ddl=ddl, created_at=now(), run_id=run_id, reason="inferred",
+                         records=len(values), topics=list(source.topics or [source.subscribe_pattern]),
+                         hints=source.value.schema_hints)
 
 
 def _csv_hint_message(missing: list[str], where: str, columns: str) -> str:

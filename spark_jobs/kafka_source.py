@@ -237,6 +237,81 @@ def check_brokers_and_topics(spark: SparkSession, source: KafkaSource, config: d
             )
 
 
+def sample_values(spark: SparkSession, source: KafkaSource, count: int) -> list[str]:
+    """At most ``count`` values (as text, tombstones left out) for the first run to infer a json value's
+    schema from (:mod:`spark_jobs.inference`): one batch query with the stream's client settings, from
+    ``starting_offsets`` to the latest offsets, the first ``count`` records: the ones the stream's first run
+    will read first. With ``latest`` that run reads none of the records there now, so the sample is the
+    newest ones: the last ``count`` of each partition, of which the newest ``count`` by timestamp."""
+    config = client_config(source)
+    check_brokers_and_topics(spark, source, config)  # a missing topic is said as the stream would say it
+    starting = source.starting_offsets
+    if starting == "latest":
+        offsets = newest_offsets(spark, source, config, count)
+        if not offsets:  # a pattern that matches no topic yet: no partition to read
+            return []
+        starting = json.dumps(offsets)
+    reader = spark.read.format("kafka")
+    for key, value in config.items():
+        reader = reader.option(f"kafka.{key}", value)
+    if source.topics:
+        reader = reader.option("subscribe", ",".join(source.topics))
+    else:
+        reader = reader.option("subscribePattern", source.subscribe_pattern)
+    reader = (
+        reader.option("startingOffsets", starting)
+        .option("endingOffsets", "latest")
+        .option("failOnDataLoss", str(source.fail_on_data_loss).lower())
+        .option("kafkaConsumer.pollTimeoutMs", str(source.timeout_seconds * 1000))
+        .option("fetchOffset.numRetries", "2")
+    )
+    for key, value in source.options.items():
+        if not key.startswith("kafka."):
+            reader = reader.option(key, option_text(value))
+    raw = reader.load().where(F.col("value").isNotNull())
+    if source.starting_offsets == "latest":
+        raw = raw.orderBy(F.col("timestamp").desc(), F.col("offset").desc())
+    return [row.value for row in raw.select(F.col("value").cast("string").alias("value")).limit(count).collect()]
+
+
+def newest_offsets(spark: SparkSession, source: KafkaSource, config: dict[str, str],
+                   count: int) -> dict[str, dict[str, int]]:
+    """Per partition of the source's topics, the offset ``count`` records before its end (its earliest
+    retained offset when it holds fewer), as ``startingOffsets`` JSON takes them: a batch read from there
+    holds at most ``count`` records per partition, the newest. Asked with the query's client settings."""
+    jvm = spark._jvm
+    props = jvm.java.util.Properties()
+    for key, value in config.items():
+        props.put(key, value)
+    for key in ("key.deserializer", "value.deserializer"):
+        props.put(key, "org.apache.kafka.common.serialization.ByteArrayDeserializer")
+    props.put("enable.auto.commit", "false")
+    timeout = jvm.java.time.Duration.ofSeconds(source.timeout_seconds)
+    where = ", ".join(source.topics) if source.topics else source.subscribe_pattern
+    consumer = jvm.org.apache.kafka.clients.consumer.KafkaConsumer(props)
+    try:
+        if source.topics:
+            names = list(source.topics)
+        else:
+            pattern = jvm.java.util.regex.Pattern.compile(source.subscribe_pattern)
+            names = sorted(n for n in consumer.listTopics(timeout).keySet() if pattern.matcher(n).matches())
+        partitions = jvm.java.util.ArrayList()
+        for name in names:
+            for info in consumer.partitionsFor(name, timeout):
+                partitions.add(jvm.org.apache.kafka.common.TopicPartition(name, info.partition()))
+        begin = consumer.beginningOffsets(partitions, timeout)
+        end = consumer.endOffsets(partitions, timeout)
+        offsets: dict[str, dict[str, int]] = {}
+        for tp in partitions:
+            offsets.setdefault(tp.topic(), {})[str(tp.partition())] = max(begin.get(tp), end.get(tp) - count)
+        return offsets
+    except Py4JJavaError as err:
+        raise KafkaSourceError(f"cannot read the offsets of {where} at {config['bootstrap.servers']}: "
+                               f"{_java_message(err)}") from None
+    finally:
+        consumer.close(jvm.java.time.Duration.ofSeconds(2))
+
+
 def explain_failure(source: KafkaSource, error: str) -> str:
     """Say in the user's words what a Kafka client error in a failed query means."""
     where = source.bootstrap_servers or f"the brokers of connection {source.connection!r}"

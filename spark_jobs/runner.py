@@ -115,8 +115,9 @@ def run_pipeline(spark: SparkSession, spec: PipelineSpec, settings: Settings, jo
 
 
 def _read_schema(run: Run) -> None:
-    """A file source without ``source.schema``: the run reads with the stored schema, or, on its first run,
-    infers it from a sample of the files (:mod:`spark_jobs.inference`); ``run.spec`` is then the spec with
+    """A file source without ``source.schema`` (a Kafka json value without ``value.schema``): the run reads
+    with the stored schema, or, on its first run, infers it from a sample of the files (of the topic's
+    records) (:mod:`spark_jobs.inference`); ``run.spec`` is then the spec with
     that schema, for every part of the run. A dry run shows what it inferred and stores nothing."""
     spec, versions, inferred = source_schema(run.spark, run.spec, run.settings, run.real.checkpoint,
                                              run.job.run_id)
@@ -125,7 +126,9 @@ def _read_schema(run: Run) -> None:
     run.spec, run.schemas = spec, versions
     run.summary.schema_version = versions[-1].version
     if inferred is not None:
-        run.summary.schema_inferred = {"version": inferred.version, "ddl": inferred.ddl, "files": inferred.files,
+        sample = ({"records": inferred.records, "topics": inferred.topics} if inferred.records is not None
+                  else {"files": inferred.files})
+        run.summary.schema_inferred = {"version": inferred.version, "ddl": inferred.ddl, **sample,
                                        "hints": inferred.hints, "stored": False}
 
 

@@ -1,4 +1,4 @@
-"""A file source without ``source.schema`` (sluice issue 23, part 1): the spec's fields and their errors, the
+"""A file source without ``source.schema``, a Kafka json value without ``value.schema`` (sluice issue 23, part 1): the spec's fields and their errors, the
 stored versions' format in the checkpoint, hints over inferred columns, and ``sluice schema NAME`` -- no Spark."""
 
 from __future__ import annotations
@@ -14,9 +14,12 @@ from sluice.schemas import (
     SchemaVersion,
     hinted_version,
     history,
+    infers_schema,
     next_version,
+    schema_hints,
     stored_spec,
     with_hints,
+    with_schema,
 )
 from sluice.spec import SpecError, parse_spec
 from tests.helpers import write_spec
@@ -131,5 +134,72 @@ def test_sluice_schema_prints_each_version_with_its_ddl_and_the_run_that_made_it
 
 def test_sluice_schema_of_a_declared_schema_says_so(lake, capsys):
     write_spec(lake.pipelines_dir, spec_data(format="json", schema="id BIGINT"))
+    assert main(["schema", "sales"]) == 0
+    assert capsys.readouterr().out == "sales: the spec declares the source's schema, nothing is inferred: id BIGINT\n"
+
+
+def kafka_data(**value) -> dict:
+    return {"name": "sales", "source": {"format": "kafka", "bootstrap_servers": "localhost:9092", "topics": ["sales"],
+                                        "value": {"format": "json", **value}}}
+
+
+def test_a_kafka_json_value_needs_no_schema_and_with_schema_sets_the_value_schema(lake):
+    spec = parse_spec(kafka_data(schema_hints="amount DECIMAL(12,2)", inference={"max_records": 10}))
+    assert (spec.source.value.schema_, spec.source.infers_schema(), infers_schema(spec)) == (None, True, True)
+    assert (spec.source.value.inference.max_records, schema_hints(spec)) == (10, "amount DECIMAL(12,2)")
+    assert parse_spec(kafka_data()).source.value.inference is None  # default: max_records 1000 when inferring
+    assert infers_schema(parse_spec(kafka_data(schema="id BIGINT"))) is False
+    assert infers_schema(parse_spec({**kafka_data(), "source": {**kafka_data()["source"],
+                                                               "value": {"format": "string"}}})) is False
+    assert with_schema(spec, "id BIGINT").source.value.schema_ == "id BIGINT"
+
+    checkpoint = Checkpoint(spec.checkpoint_path(lake))
+    v0 = SchemaVersion(version=0, ddl="amount DECIMAL(12,2), id BIGINT", created_at="2026-11-26T10:00:00+00:00",
+                       run_id="run-a", reason="inferred", records=3, topics=["sales"], hints="amount DECIMAL(12,2)")
+    checkpoint.write_schema(v0.model_dump())
+    read, version = stored_spec(spec, checkpoint.uri)
+    assert (read.source.value.schema_, version) == ("amount DECIMAL(12,2), id BIGINT", v0)
+    assert next_change(spec, lake) == (None, "")  # no table yet
+
+
+@pytest.mark.parametrize(("value", "message"), [
+    ({"schema": "a INT", "schema_hints": "a BIGINT"},
+     "source.value.schema_hints: apply to an inferred schema; with a declared schema, write the types in schema"),
+    ({"schema": "a INT", "inference": {"max_records": 5}},
+     "source.value.inference: the schema is declared, nothing is inferred; remove inference"),
+    ({"format": "string", "schema_hints": "a INT"},
+     r"source.value.schema_hints: only for json values without a schema \(nothing is inferred for string "
+     r"values\); remove schema_hints"),
+    ({"format": "string", "inference": {"max_records": 5}},
+     r"source.value.inference: only for json values without a schema \(nothing is inferred for string values\)"),
+    ({"format": "avro", "schema_file": "x.avsc", "wire_format": "plain", "schema_hints": "a INT"},
+     r"source.value.schema_hints: only for json values without a schema \(nothing is inferred for avro values\)"),
+    ({"schema_hints": "offset BIGINT"}, r"source.value.schema_hints: column\(s\) offset clash with the columns "
+                                        "sluice adds for every record"),
+    ({"schema_hints": "a INT, A BIGINT"}, r"source.value.schema_hints: column\(s\) a hinted twice"),
+    ({"inference": {"max_records": 0}}, "source.value.inference.max_records: Input should be greater than 0"),
+    ({"inference": {"max_files": 5}}, "source.value.inference.max_files: unknown field"),
+])
+def test_bad_kafka_inference_fields_name_the_field_and_the_fix(value, message):
+    with pytest.raises(SpecError, match=message):
+        parse_spec(kafka_data(**value), "sales.yaml")
+
+
+def test_sluice_schema_of_a_kafka_pipeline_says_where_it_infers_from_and_shows_the_records_sampled(lake, capsys):
+    write_spec(lake.pipelines_dir, kafka_data())
+    assert main(["schema", "sales"]) == 0
+    checkpoint = lake.checkpoint_root / "sales"
+    assert capsys.readouterr().out == (
+        f"sales: no stored schema yet in {checkpoint}: the first run infers it from the records of topic(s) sales "
+        "(sluice run sales --dry-run shows what it would infer)\n")
+    v0 = SchemaVersion(version=0, ddl="id BIGINT", created_at="2026-11-26T10:00:00+00:00", run_id="run-a",
+                       reason="inferred", records=3, topics=["sales"])
+    Checkpoint(str(checkpoint)).write_schema(v0.model_dump())
+    assert main(["schema", "sales"]) == 0
+    assert capsys.readouterr().out == (
+        f"sales: 1 version(s) stored in {checkpoint}/schemas, version 0 in use\n"
+        "version 0  2026-11-26T10:00:00+00:00  run run-a  inferred from 3 record(s) of sales\n"
+        "  id BIGINT\n")
+    write_spec(lake.pipelines_dir, kafka_data(schema="id BIGINT"))
     assert main(["schema", "sales"]) == 0
     assert capsys.readouterr().out == "sales: the spec declares the source's schema, nothing is inferred: id BIGINT\n"
