@@ -264,16 +264,21 @@ def case_p3() -> dict:
     # the history is made at ~1.1 s per micro-batch (see docs/performance.md): 1,000 batches take ~20 minutes
     history_files = max(100, int(int(os.environ.get("BENCH_P3_FILES", "2000")) * SCALE))
     batch_files = int(os.environ.get("BENCH_P3_BATCH_FILES", "10"))
+    # BENCH_P3_CLEAN=1: both pipelines archive what they ingested (source.clean_source), so the landing folder
+    # holds only the files not yet ingested, and the file source lists only those
+    clean = os.environ.get("BENCH_P3_CLEAN", "") == "1"
     spec = {"name": "bench_p3", "source": {"format": "json", "path": "landing", "schema": ORDERS_SCHEMA,
                                            "max_files_per_trigger": 10},
             "transform": {"sql": "SELECT *, to_date(ts) AS day FROM source"},
             "sink": {"path": "p3", "partition_by": ["day"]}}
+    if clean:
+        spec["source"]["clean_source"] = {"mode": "archive", "archive_dir": "archive", "retention": "0s"}
     new = WORK / "data" / "p3-new"
     if not (new / "_done").is_file():
         shutil.rmtree(new, ignore_errors=True)
         small_files(new, "new", 10, 1000, 10_000_000)
         (new / "_done").write_text("")
-    old, ready = WORK / "p3-old", WORK / f"p3-ready-{history_files}-{batch_files}"
+    old, ready = WORK / "p3-old", WORK / f"p3-ready-{history_files}-{batch_files}{'-clean' if clean else ''}"
 
     def write_spec(lake: Path, files_per_trigger: int) -> None:
         source = {**spec["source"], "max_files_per_trigger": files_per_trigger}
@@ -335,6 +340,7 @@ def case_p3() -> dict:
         "rows": 10_000,
         "history_files": history_files,
         "history_batch_files": batch_files,
+        "clean_source": clean,
         "sluice_figure": f"{old_s:.1f} s with {history_files:,} files of history",
         "plain_figure": f"{new_s:.1f} s fresh",
         "ratio": round(old_s / new_s, 3),
