@@ -11,6 +11,7 @@ PLAIN mechanism, so that credentials can be tested end to end.
 from __future__ import annotations
 
 import base64
+import random
 import socket
 import subprocess
 import uuid
@@ -26,9 +27,30 @@ class BrokerError(RuntimeError):
 
 
 def free_port() -> int:
+    """A port free now on 127.0.0.1, chosen below the kernel's ephemeral range: a port of that range (what
+    binding port 0 gives) can be taken as the local port of any outgoing connection between this choice and
+    the server's bind, and a Spark server then moves to the next port without failing (seen: a stack whose
+    master UI was not where it was asked to be)."""
+    low = _ephemeral_low()
+    if low > 20_500:
+        for _ in range(200):
+            port = random.randrange(20_000, low)
+            with socket.socket() as sock:
+                try:
+                    sock.bind(("127.0.0.1", port))
+                except OSError:
+                    continue
+                return port
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32_768
 
 
 def port_open(port: int, host: str = "127.0.0.1") -> bool:

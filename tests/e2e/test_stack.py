@@ -33,10 +33,14 @@ def stack(lake, tmp_path):
     # PostgreSQL runs as the user postgres: its folder must be reachable (pytest's tmp_path is root's only)
     home = Path(tempfile.mkdtemp(prefix="sluice-stack-"))
     home.chmod(0o755)
-    env = {**os.environ, "SLUICE_STACK_HOME": str(home), "SLUICE_KAFKA_PORT": str(free_port()),
+    ports: set[int] = set()
+    while len(ports) < len(PORTS) + 1:  # one port per service: two equal picks would move one server elsewhere
+        ports.add(free_port())
+    kafka, *stack_ports = sorted(ports)
+    env = {**os.environ, "SLUICE_STACK_HOME": str(home), "SLUICE_KAFKA_PORT": str(kafka),
            "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
            "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5"}
-    env.update({f"SLUICE_STACK_{name}_PORT": str(free_port()) for name in PORTS})
+    env.update({f"SLUICE_STACK_{name}_PORT": str(port) for name, port in zip(PORTS, stack_ports)})
     try:
         up = run(env, "stack", "up")
         assert up.returncode == 0, up.stdout + up.stderr[-4000:] + _tails(home / "logs")
