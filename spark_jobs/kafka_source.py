@@ -59,26 +59,33 @@ def client_config(source: KafkaSource) -> dict[str, str]:
 def read_kafka_stream(spark: SparkSession, source: KafkaSource, *, rescue: bool = True) -> DataFrame:
     config = client_config(source)
     check_brokers_and_topics(spark, source, config)
-    reader = spark.readStream.format("kafka")
+    rate = {"maxOffsetsPerTrigger": str(source.max_offsets_per_trigger)} if source.max_offsets_per_trigger else {}
+    reader = kafka_reader(spark.readStream, source, config, {"startingOffsets": source.starting_offsets, **rate})
+    return records(reader.load(), source, rescue=rescue)
+
+
+def kafka_reader(reader, source: KafkaSource, config: dict[str, str], offsets: dict[str, str]):
+    """``reader`` (``spark.read`` or ``spark.readStream``) on the source's topics with its client settings and
+    ``offsets`` (where to start and end, the rate); the spec's own reader options last: they win."""
+    reader = reader.format("kafka")
     for key, value in config.items():
         reader = reader.option(f"kafka.{key}", value)
     if source.topics:
         reader = reader.option("subscribe", ",".join(source.topics))
     else:
         reader = reader.option("subscribePattern", source.subscribe_pattern)
+    for key, value in offsets.items():
+        reader = reader.option(key, value)
     reader = (
-        reader.option("startingOffsets", source.starting_offsets)
-        .option("failOnDataLoss", str(source.fail_on_data_loss).lower())
+        reader.option("failOnDataLoss", str(source.fail_on_data_loss).lower())
         # a fetch that gets no answer fails the task (and the run) instead of waiting for the 2-minute default
         .option("kafkaConsumer.pollTimeoutMs", str(source.timeout_seconds * 1000))
         .option("fetchOffset.numRetries", "2")
     )
-    if source.max_offsets_per_trigger:
-        reader = reader.option("maxOffsetsPerTrigger", str(source.max_offsets_per_trigger))
     for key, value in source.options.items():
         if not key.startswith("kafka."):
             reader = reader.option(key, option_text(value))
-    return records(reader.load(), source, rescue=rescue)
+    return reader
 
 
 def read_kafka_slice(spark: SparkSession, source: KafkaSource, *, start, end, ending_offsets: dict,
@@ -90,23 +97,8 @@ def read_kafka_slice(spark: SparkSession, source: KafkaSource, *, start, end, en
     (``startingTimestamp``) would fail for a partition with no record after ``start``."""
     config = client_config(source)
     check_brokers_and_topics(spark, source, config)
-    reader = spark.read.format("kafka")
-    for key, value in config.items():
-        reader = reader.option(f"kafka.{key}", value)
-    if source.topics:
-        reader = reader.option("subscribe", ",".join(source.topics))
-    else:
-        reader = reader.option("subscribePattern", source.subscribe_pattern)
-    reader = (
-        reader.option("startingOffsets", "earliest")
-        .option("endingOffsets", json.dumps(ending_offsets))
-        .option("failOnDataLoss", str(source.fail_on_data_loss).lower())
-        .option("kafkaConsumer.pollTimeoutMs", str(source.timeout_seconds * 1000))
-        .option("fetchOffset.numRetries", "2")
-    )
-    for key, value in source.options.items():
-        if not key.startswith("kafka."):
-            reader = reader.option(key, option_text(value))
+    reader = kafka_reader(spark.read, source, config, {"startingOffsets": "earliest",
+                                                       "endingOffsets": json.dumps(ending_offsets)})
     raw = reader.load().where((F.col("timestamp") >= F.lit(start)) & (F.col("timestamp") < F.lit(end)))
     return records(raw, source, rescue=rescue)
 
@@ -251,23 +243,7 @@ def sample_values(spark: SparkSession, source: KafkaSource, count: int) -> list[
         if not offsets:  # a pattern that matches no topic yet: no partition to read
             return []
         starting = json.dumps(offsets)
-    reader = spark.read.format("kafka")
-    for key, value in config.items():
-        reader = reader.option(f"kafka.{key}", value)
-    if source.topics:
-        reader = reader.option("subscribe", ",".join(source.topics))
-    else:
-        reader = reader.option("subscribePattern", source.subscribe_pattern)
-    reader = (
-        reader.option("startingOffsets", starting)
-        .option("endingOffsets", "latest")
-        .option("failOnDataLoss", str(source.fail_on_data_loss).lower())
-        .option("kafkaConsumer.pollTimeoutMs", str(source.timeout_seconds * 1000))
-        .option("fetchOffset.numRetries", "2")
-    )
-    for key, value in source.options.items():
-        if not key.startswith("kafka."):
-            reader = reader.option(key, option_text(value))
+    reader = kafka_reader(spark.read, source, config, {"startingOffsets": starting, "endingOffsets": "latest"})
     raw = reader.load().where(F.col("value").isNotNull())
     if source.starting_offsets == "latest":
         raw = raw.orderBy(F.col("timestamp").desc(), F.col("offset").desc())
