@@ -155,6 +155,13 @@ class Transform(_Model):
 MIB = 1024 * 1024
 
 
+def _hinted_once(columns: list[tuple[str, str]]) -> None:
+    names = [c.lower() for c, _ in columns]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise ValueError(f"column(s) {', '.join(twice)} hinted twice; name each column once")
+
+
 class SchemaInference(_Model):
     """How much of the landing folder the first run reads to infer a file source's schema."""
 
@@ -310,10 +317,7 @@ class FileSource(_Model):
         columns = _ddl_columns(value)
         if any(c.lower() == RESCUED_COLUMN for c, _ in columns):
             raise ValueError(f"column {RESCUED_COLUMN} is the column sluice adds; leave it out of the hints")
-        names = [c.lower() for c, _ in columns]
-        twice = sorted({n for n in names if names.count(n) > 1})
-        if twice:
-            raise ValueError(f"column(s) {', '.join(twice)} hinted twice; name each column once")
+        _hinted_once(columns)
         return value
 
     def infers_schema(self) -> bool:
@@ -486,10 +490,7 @@ class KafkaValue(_Model):
                 f"column(s) {', '.join(clash)} clash with the columns sluice adds for every record "
                 f"({', '.join(KAFKA_COLUMNS)}, {RESCUED_COLUMN}); leave them out of the hints"
             )
-        names = [c.lower() for c, _ in columns]
-        twice = sorted({n for n in names if names.count(n) > 1})
-        if twice:
-            raise ValueError(f"column(s) {', '.join(twice)} hinted twice; name each column once")
+        _hinted_once(columns)
         return value
 
     def infers_schema(self) -> bool:
