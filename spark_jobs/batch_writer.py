@@ -45,6 +45,7 @@ from sluice.lock import check_held
 from sluice.schemas import SchemaVersion, next_version
 from sluice.spec import RESCUED_COLUMN, FileSource, PipelineSpec
 from spark_jobs import checkpoint_files
+from spark_jobs.commit import NewTable
 from spark_jobs.inference import type_ddl
 from spark_jobs.records import BAD, ORIGIN, RAW, good_rows
 from spark_jobs.schema_evolution import allow_widening
@@ -89,6 +90,9 @@ class Target:
     schema_checkpoint: str | None = None
     """A file source without ``source.schema`` and ``add_columns``: the checkpoint whose stored schema gets a
     new version when a batch adds columns (:mod:`sluice.schemas`); None otherwise (and in a dry run)."""
+    new_table: NewTable | None = None
+    """A new pipeline's append or complete sink: no table yet, the first batch's write creates it with the
+    pipeline's identity (:func:`spark_jobs.guards.prepare_sink`)."""
 
 
 class BatchWriter:
@@ -196,7 +200,8 @@ class BatchWriter:
             marker.write(QUARANTINE_PENDING, str(batch_id))
         write_sink(rows, spec.sink, self.target.table,
                    Commit(batch_id, app_id=self.target.app_id, merge_schema=self.target.evolve_schema,
-                          metadata={"sluice_backfill": None, "run_id": self.target.run_id}))
+                          metadata={"sluice_backfill": None, "run_id": self.target.run_id},
+                          new_table=self.target.new_table))
         if not _observed(source_seen):
             # Delta skipped the write: the table has this batch's transaction (a replay after a crash that the
             # run did not see coming). Its quarantine rows may be missing: count it, and write what is missing.
@@ -277,7 +282,8 @@ class BatchWriter:
                 batch_id, app_id=self.target.app_id, replace_where=self.target.replace_where,
                 metadata={"sluice_backfill": self.target.backfill, "run_id": self.target.run_id,
                           **(self.target.commit_metadata or {})},
-                merge_schema=spec.schema_evolution == "add_columns" or self.target.evolve_schema))
+                merge_schema=spec.schema_evolution == "add_columns" or self.target.evolve_schema,
+                new_table=self.target.new_table))
         finally:
             for df in cached:
                 df.unpersist()

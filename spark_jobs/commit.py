@@ -12,10 +12,22 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from pyspark.sql.types import StructType
+
 TXN_APP_ID_CONF = "spark.databricks.delta.write.txnAppId"
 TXN_VERSION_CONF = "spark.databricks.delta.write.txnVersion"
 USER_METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
 AUTO_MERGE_CONF = "spark.databricks.delta.schema.autoMerge.enabled"
+
+
+@dataclass(frozen=True)
+class NewTable:
+    """A sink table that does not exist yet: the first write creates it, then gives it its properties."""
+
+    properties: dict[str, str]
+    """Its table properties: the pipeline's identity (:mod:`spark_jobs.guards`)."""
+    schema: StructType
+    """The run's output schema (the columns a batch lacks are created all the same, as the guards planned)."""
 
 
 @dataclass(frozen=True)
@@ -31,6 +43,9 @@ class Commit:
     """The commit's userMetadata; a transaction's says its id and batch instead (what a replay looks for)."""
     merge_schema: bool = False
     """The commit evolves the table's schema (``mergeSchema``; a MERGE's ``autoMerge``)."""
+    new_table: NewTable | None = None
+    """An append or complete write to a table that may not exist yet: if it has no commit, this write creates
+    it (:func:`spark_jobs.sink.write_rows`)."""
 
     def user_metadata(self) -> str | None:
         if self.app_id is not None:

@@ -7,6 +7,9 @@ checkpoint):
 * ``sluice.checkpointId``: the id of the checkpoint whose progress the table's content reflects (the
   streaming query id Spark keeps in ``<checkpoint>/metadata``, which sluice writes before the first run).
 
+A table whose first write was killed before its properties were set has its identity in its first
+commit's transaction id (``sluice-<pipeline>-<checkpointId>``, :func:`first_writer`).
+
 A checkpoint that is missing, or belongs to another query, while the table holds this pipeline's data
 would silently re-ingest everything: such a run is refused, with the options. ``reset`` (``sluice run
 --reset-checkpoint``) starts a new checkpoint and replaces the table's content from the source.
@@ -18,6 +21,7 @@ stateful part of the query). A spec change Spark cannot resume from is explained
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from delta.tables import DeltaTable
@@ -31,8 +35,10 @@ from sluice.schema_change import SchemaChange, refusal_message
 from sluice.settings import Settings
 from sluice.spec import RESCUED_COLUMN, KafkaSource, PipelineSpec, stateful_sql
 from spark_jobs import schema_evolution
-from spark_jobs.delta_table import uncommitted_log
+from spark_jobs.commit import NewTable
+from spark_jobs.delta_table import json_object, uncommitted_log
 from spark_jobs.run import Run
+from spark_jobs.sink import has_commit, set_properties
 
 PIPELINE_PROPERTY = "sluice.pipeline"
 CHECKPOINT_PROPERTY = "sluice.checkpointId"
@@ -158,16 +164,14 @@ def create_table(
     builder = DeltaTable.createIfNotExists(spark).location(path).addColumns(_nullable(schema))
     if spec.sink.partition_by:
         builder = builder.partitionedBy(*spec.sink.partition_by)
-    builder = builder.property(PIPELINE_PROPERTY, spec.name).property(CHECKPOINT_PROPERTY, cp_id)
+    for key, value in identity(spec, cp_id).items():
+        builder = builder.property(key, value)
     check_held()
     builder.execute()
 
 
 def set_identity(spark: SparkSession, path: str, spec: PipelineSpec, cp_id: str) -> None:
-    spark.sql(
-        f"ALTER TABLE delta.`{_quote(path)}` SET TBLPROPERTIES "
-        f"('{PIPELINE_PROPERTY}' = '{spec.name}', '{CHECKPOINT_PROPERTY}' = '{cp_id}')"
-    )
+    set_properties(spark, path, identity(spec, cp_id))
 
 
 def _quote(path: str) -> str:
@@ -184,6 +188,12 @@ def check_sink(spark: SparkSession, spec: PipelineSpec, *, table: str, checkpoin
     props, has_data = state["properties"], state["num_files"] > 0
     owner = props.get(PIPELINE_PROPERTY)
     recorded = props.get(CHECKPOINT_PROPERTY)
+    if recorded is None and has_data:
+        # a first write killed between its commit and its identity's (:func:`prepare_sink`): the identity
+        # is the first commit's transaction id
+        owner, recorded = first_writer(table) or (owner, recorded)
+        if owner is not None and owner != spec.name:
+            refuse_foreign_table(spec, table, {"properties": {PIPELINE_PROPERTY: owner}})
     cp = Checkpoint(checkpoint)
     current = cp.query_id()
     if has_data and not cp.has_progress():
@@ -206,6 +216,25 @@ def check_sink(spark: SparkSession, spec: PipelineSpec, *, table: str, checkpoin
     return state
 
 
+def first_writer(table: str) -> tuple[str, str] | None:
+    """The pipeline and checkpoint id of the sluice transaction that created ``table`` (its first commit's
+    ``sluice_app_id``: ``sluice-<pipeline>-<checkpoint id>``); None if it was not created by a sluice write
+    or its log is not read without Spark."""
+    log = DeltaLog.open(table)
+    versions = log.versions() if log is not None else []
+    if not versions or versions[0] != 0:
+        return None
+    info = next((a["commitInfo"] for a in log.actions(0) if "commitInfo" in a), {})
+    app_id = json_object(info.get("userMetadata")).get("sluice_app_id") or ""
+    prefix, cp_id = app_id[:-len(_UUID) - 1], app_id[-len(_UUID):]
+    if not prefix.startswith("sluice-") or app_id[-len(_UUID) - 1] != "-" or cp_id.count("-") != 4:
+        return None
+    return prefix[len("sluice-"):], cp_id
+
+
+_UUID = "00000000-0000-0000-0000-000000000000"
+
+
 def refuse_foreign_table(spec: PipelineSpec, table: str, state: dict[str, Any] | None) -> None:
     owner = (state or {}).get("properties", {}).get(PIPELINE_PROPERTY)
     if owner and owner != spec.name:
@@ -223,12 +252,45 @@ def empty_quarantine(spark: SparkSession, path: str) -> None:
         DeltaTable.forPath(spark, path).delete()
 
 
-def prepare_sink(run: Run, schema: StructType, *, aside_label: str = "replaced",
-                 ) -> tuple[str, str | None, SchemaChange | None]:
+def identity(spec: PipelineSpec, cp_id: str) -> dict[str, str]:
+    """The table properties that say who writes the table."""
+    return {PIPELINE_PROPERTY: spec.name, CHECKPOINT_PROPERTY: cp_id}
+
+
+def creates_in_first_write(spec: PipelineSpec) -> bool:
+    """Whether a new table is created by the first batch's write rather than empty before the query: append
+    and complete sinks, whose writes create a missing table. A MERGE (``merge``, ``scd2``) needs a table to
+    merge into: created before, as version 0."""
+    return spec.sink.mode in ("append", "complete")
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """What :func:`prepare_sink` found and did."""
+
+    checkpoint_id: str
+    """The checkpoint id the run uses (in the table's identity and the transaction id)."""
+    aside: str | None = None
+    """A reset: where the old checkpoint went."""
+    change: SchemaChange | None = None
+    """The change the run makes to the table's schema."""
+    new_table: NewTable | None = None
+    """No table yet, and the first batch's write creates it (:func:`creates_in_first_write`)."""
+
+
+def prepare_sink(run: Run, schema: StructType, *, aside_label: str = "replaced") -> Prepared:
     """Check that the run's checkpoint and table belong together and that the output (``schema``) fits the
     table, and create the table if needed (a reset replaces it, and sets the old checkpoint aside, named
-    ``aside_label``); return the checkpoint id the run will use, for a reset where the old checkpoint went,
-    and the change the run makes to the table's schema."""
+    ``aside_label``). A new append or complete sink is not created here: its first batch's write creates it
+    (version 0: the rows and the transaction, whose id names the pipeline and the checkpoint) and then sets
+    the identity's properties (version 1, :func:`spark_jobs.sink.write_rows`). That saves the creation before
+    the query and, above all, Delta's reconstruction of the empty table's snapshot (Spark jobs on a cold JVM)
+    that the first idempotent write made. Not one commit: a path write sets only ``delta.*`` properties
+    (Delta's ``DeltaDataSource.createRelation``), and a CREATE TABLE AS SELECT, which sets any, hides the
+    write from Spark's ``Observation`` (completed empty), which counts a batch as it is written. A run killed
+    between the two commits leaves a table whose identity is its first commit's transaction id
+    (:func:`first_writer`, checked by :func:`check_sink`; the next run sets the properties). A run that writes
+    no batch creates the table empty after its query (:func:`create_if_missing`)."""
     spark, spec, table, checkpoint = run.spark, run.spec, run.real.table, run.real.checkpoint
     reset = run.job.reset
     if reset:
@@ -236,11 +298,15 @@ def prepare_sink(run: Run, schema: StructType, *, aside_label: str = "replaced",
         refuse_foreign_table(spec, table, state)
         aside = Checkpoint(checkpoint).set_aside(aside_label, keep_one=aside_label == "followed")
         cp_id = Checkpoint(checkpoint).ensure_query_id()
+        if state is None and creates_in_first_write(spec):
+            return Prepared(cp_id, aside, None, NewTable(identity(spec, cp_id), _nullable(schema)))
         create_table(spark, table, schema, spec, cp_id, replace=state is not None)
-        return cp_id, aside, None
+        return Prepared(cp_id, aside)
     state = check_sink(spark, spec, table=table, checkpoint=checkpoint)
     change = check_schema(spark, spec, table=table, schema=schema) if state is not None else None
     cp_id = Checkpoint(checkpoint).ensure_query_id()
+    if state is None and creates_in_first_write(spec):
+        return Prepared(cp_id, new_table=NewTable(identity(spec, cp_id), _nullable(schema)))
     if state is None:
         create_table(spark, table, schema, spec, cp_id)
     else:
@@ -251,7 +317,16 @@ def prepare_sink(run: Run, schema: StructType, *, aside_label: str = "replaced",
             # a table from before sluice kept the fields a JSON record has beyond the schema
             check_held()
             spark.sql(f"ALTER TABLE delta.`{_quote(table)}` ADD COLUMNS (`{RESCUED_COLUMN}` STRING)")
-    return cp_id, None, change
+    return Prepared(cp_id, change=change)
+
+
+def create_if_missing(spark: SparkSession, spec: PipelineSpec, table: str, new_table: NewTable) -> bool:
+    """After a query that was to create its table in its first write but wrote none (no new data): create it
+    empty, with the pipeline's identity, so that a run leaves its table as before. Returns whether it did."""
+    if has_commit(table):
+        return False
+    create_table(spark, table, new_table.schema, spec, new_table.properties[CHECKPOINT_PROPERTY])
+    return True
 
 
 def check_schema(spark: SparkSession, spec: PipelineSpec, *, table: str, schema: StructType) -> SchemaChange | None:

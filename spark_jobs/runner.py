@@ -225,14 +225,16 @@ def _run_query(run: Run) -> None:
             if not options.reset:
                 guards.check_spec_fits(spec, settings, checkpoint)
             followed = follow is not None and follow.action == "reset"
-            cp_id, aside, change = guards.prepare_sink(run, schema, aside_label="followed" if followed else "replaced")
-            if aside:
-                summary.replaced_checkpoint = aside
+            prepared = guards.prepare_sink(run, schema, aside_label="followed" if followed else "replaced")
+            cp_id, change, new_table = prepared.checkpoint_id, prepared.change, prepared.new_table
+            if prepared.aside:
+                summary.replaced_checkpoint = prepared.aside
             if options.reset:
                 guards.empty_quarantine(spark, quarantine)
             _keep_schema(run)
         else:
             cp_id, change = _prepare_dry_run(run, schema)
+            new_table = None  # a dry run's scratch table is created before its query, as the real one was
         guards.record_spec(spec, settings, target_checkpoint)
         if follow is not None and follow.action == "rebuild":
             # before the stream skips a change: a run killed before the rebuild is committed rebuilds it again
@@ -250,7 +252,8 @@ def _run_query(run: Run) -> None:
                         run_id=options.run_id, checkpoint=target_checkpoint, evolve_schema=evolve,
                         widen_types=bool(change and change.widened),
                         schema_checkpoint=(target_checkpoint if run.schemas and not run.dry_run
-                                           and spec.schema_evolution == "add_columns" else None))
+                                           and spec.schema_evolution == "add_columns" else None),
+                        new_table=new_table)
         # a batch planned but not marked done in the checkpoint, whose transaction the table already has
         # (a crash between the two commits): skip it without reading its input
         committed = _committed_replay(spark, target_checkpoint, target_table, target.app_id)
@@ -274,6 +277,8 @@ def _run_query(run: Run) -> None:
             query_name=spec.name, mode=output_mode(spec),
         )
         query.awaitTermination()  # raises StreamingQueryException if the query failed
+        if new_table is not None:
+            guards.create_if_missing(spark, spec, target_table, new_table)  # no batch wrote: created empty
         if evolve:
             after = schema_evolution.plan(spark, spec, target_table, schema)
             if (after.added or after.widened) and not stateful:

@@ -20,10 +20,11 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
+from sluice.delta_log import DeltaLog
 from sluice.lock import check_held
 from sluice.spec import PipelineSpec, Sink, Trigger
 from spark_jobs.checkpoint_files import clear_interrupted_start
-from spark_jobs.commit import Commit, in_transaction
+from spark_jobs.commit import Commit, NewTable, in_transaction
 from spark_jobs.scd2 import scd2_rows
 
 
@@ -58,7 +59,12 @@ def start_write(
 def write_rows(rows: DataFrame, path: str, commit: Commit, *, overwrite: bool = False,
                partition_by: list[str] | None = None) -> None:
     """Append (or overwrite with) ``rows`` in one commit: the idempotent transaction (app_id, batch_id), or
-    a backfill's replaceWhere -- idempotent by what it replaces, not by a transaction id."""
+    a backfill's replaceWhere -- idempotent by what it replaces, not by a transaction id. With
+    ``commit.new_table`` and no table at ``path`` yet, the write creates it (:func:`_as_new_table`) and then
+    gives it its table properties."""
+    creating = commit.new_table is not None and not has_commit(path)
+    if creating:
+        rows = _as_new_table(rows, commit.new_table)
     writer = rows.write.format("delta").mode("overwrite" if overwrite or commit.replace_where else "append")
     if commit.app_id is not None:
         writer = writer.option("txnAppId", commit.app_id).option("txnVersion", str(commit.batch_id))
@@ -72,6 +78,38 @@ def write_rows(rows: DataFrame, path: str, commit: Commit, *, overwrite: bool = 
         writer = writer.partitionBy(*partition_by)
     check_held()  # on object storage: this run still holds the pipeline's lease (sluice.lock.LeaseLock)
     writer.save(path)
+    if creating:
+        set_properties(rows.sparkSession, path, commit.new_table.properties)
+
+
+def has_commit(path: str) -> bool:
+    """Whether the table at ``path`` has a commit (a ``_delta_log`` of temporary files only is no table)."""
+    log = DeltaLog.open(path)
+    return log is not None and bool(log.versions())
+
+
+def _as_new_table(rows: DataFrame, table: NewTable) -> DataFrame:
+    """The rows of a write that creates the table: the run's output columns first, in their order, as the
+    guards created the table before (a batch may lack one, e.g. _rescued where add_columns drops it, and may
+    add columns of its own)."""
+    declared = [f.name for f in table.schema.fields]
+    order = [*declared, *[c for c in rows.columns if c not in declared]]
+    if order == rows.columns:
+        return rows
+    missing = {f.name: f.dataType for f in table.schema.fields if f.name not in rows.columns}
+    return rows.select(*[F.lit(None).cast(missing[c]).alias(c) if c in missing else F.col(_quoted(c))
+                         for c in order])
+
+
+def set_properties(spark, path: str, properties: dict[str, str]) -> None:
+    """Set table properties of the table at ``path`` (one metadata-only commit)."""
+    check_held()
+    pairs = ", ".join(f"'{key}' = '{value}'" for key, value in properties.items())
+    spark.sql(f"ALTER TABLE delta.{_quoted(path)} SET TBLPROPERTIES ({pairs})")
+
+
+def _quoted(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
 
 
 def write_sink(rows: DataFrame, sink: Sink, path: str, commit: Commit) -> None:

@@ -16,7 +16,9 @@ import pytest
 
 from sluice.checkpoint import Checkpoint
 from sluice.contract import run_job
+from sluice.delta_log import DeltaLog
 from sluice.lock import PipelineBusy, driver_lock
+from spark_jobs import guards
 from spark_jobs.guards import CHECKPOINT_PROPERTY, PIPELINE_PROPERTY
 from spark_jobs.runner import RunFailed, run_pipeline
 from tests.helpers import (
@@ -148,6 +150,99 @@ def test_the_table_records_its_pipeline_and_checkpoint(spark, lake):
     props = properties(spark, spec.sink_path(lake))
     assert props[PIPELINE_PROPERTY] == "orders"
     assert props[CHECKPOINT_PROPERTY] == Checkpoint(spec.checkpoint_path(lake)).query_id() == first["checkpoint_id"]
+
+
+def commit_actions(path: str, version: int) -> dict[str, list[dict]]:
+    """The actions of one commit of the table's log, by kind (add, txn, metaData, commitInfo, ...)."""
+    by_kind: dict[str, list[dict]] = {}
+    for action in DeltaLog.open(path).actions(version):
+        for kind, value in action.items():
+            by_kind.setdefault(kind, []).append(value)
+    return by_kind
+
+
+def test_a_new_pipelines_first_write_creates_its_table_and_then_its_identity(spark, lake):
+    # no empty version 0 before the query: version 0 is batch 0 (its rows and its transaction, whose id names
+    # the pipeline and the checkpoint), version 1 the identity's properties
+    spec, _, first = landed_orders(spark, lake)
+    table_path, cp_id = spec.sink_path(lake), first["checkpoint_id"]
+    assert DeltaLog.open(table_path).versions() == [0, 1]
+    assert first["micro_batches"][0]["delta_version"] == 0 and first["output_rows"] == 10
+    created = commit_actions(table_path, 0)
+    assert created["txn"][0]["appId"] == f"sluice-orders-{cp_id}" and created["txn"][0]["version"] == 0
+    assert len(created["add"]) >= 1
+    assert PIPELINE_PROPERTY not in created["metaData"][0]["configuration"]
+    assert guards.first_writer(table_path) == ("orders", cp_id)
+    identity = commit_actions(table_path, 1)
+    assert "add" not in identity and "txn" not in identity
+    assert identity["metaData"][0]["configuration"] == {PIPELINE_PROPERTY: "orders", CHECKPOINT_PROPERTY: cp_id}
+    assert ids(spark, spec, lake) == list(range(10))
+
+
+def test_a_first_run_with_no_data_still_leaves_its_table_with_its_identity(spark, lake):
+    spec = make_spec(orders_spec())
+    (lake.lake_root / "landing" / "orders").mkdir(parents=True)
+    first = run(spark, spec, lake, write_ledger=False)
+    assert (first["batches"], first["delta_version_after"]) == (0, 0)  # created empty after the query
+    props = properties(spark, spec.sink_path(lake))
+    assert (props[PIPELINE_PROPERTY], props[CHECKPOINT_PROPERTY]) == ("orders", first["checkpoint_id"])
+    write_orders(lake.lake_root / "landing" / "orders", "a.json", range(0, 4))
+    assert run(spark, spec, lake, write_ledger=False)["micro_batches"][0]["delta_version"] == 1
+    assert ids(spark, spec, lake) == list(range(4))
+
+
+def kill_after_the_first_commit(spec, lake) -> None:
+    """The state a first run killed right after its first Delta commit leaves: version 0 (batch 0's rows and
+    transaction) but not the identity's version 1, and batch 0 planned but not marked done."""
+    log, commits = Path(spec.sink_path(lake)) / "_delta_log", Path(spec.checkpoint_path(lake)) / "commits"
+    for folder, name in ((log, "00000000000000000001.json"), (log, "00000000000000000001.crc"), (commits, "0")):
+        for path in (folder / name, folder / f".{name}.crc"):  # with the local file system's checksum file
+            path.unlink(missing_ok=True)
+
+
+def test_a_first_run_killed_before_its_identity_is_written_is_resumed_exactly(spark, lake):
+    spec, landing, first = landed_orders(spark, lake)
+    kill_after_the_first_commit(spec, lake)
+    assert PIPELINE_PROPERTY not in properties(spark, spec.sink_path(lake))
+    write_orders(landing, "b.json", range(10, 15))
+
+    rerun = run(spark, spec, lake, write_ledger=False)
+    assert rerun["skipped_batches"] == [0]  # batch 0 is in the table: Delta's transaction id says so
+    assert ids(spark, spec, lake) == list(range(15))  # each row once
+    props = properties(spark, spec.sink_path(lake))
+    assert (props[PIPELINE_PROPERTY], props[CHECKPOINT_PROPERTY]) == ("orders", first["checkpoint_id"])
+
+
+def test_a_table_without_its_identity_refuses_another_querys_checkpoint(spark, lake):
+    # the identity then comes from the table's first transaction: the same refusal as with the properties
+    spec, _, first = landed_orders(spark, lake)
+    kill_after_the_first_commit(spec, lake)
+    checkpoint = Path(spec.checkpoint_path(lake))
+    other = make_spec(orders_spec(name="other", sink={"path": "bronze/other"}))
+    run(spark, other, lake, write_ledger=False)
+    shutil.rmtree(checkpoint)
+    shutil.copytree(other.checkpoint_path(lake), checkpoint)
+    with pytest.raises(RunFailed, match="belongs to another query") as refused:
+        run(spark, spec, lake, write_ledger=False)
+    assert first["checkpoint_id"] in str(refused.value)
+    assert ids(spark, spec, lake) == list(range(10))
+
+
+def test_a_first_write_killed_before_its_commit_leaves_no_table_and_the_rerun_is_exact(spark, lake):
+    # kill -9 while batch 0's files are written: part files (and a _delta_log of Delta's temporary file), no
+    # commit. No commit is no table: the rerun writes batch 0 as version 0, each row once.
+    spec = make_spec(orders_spec())
+    write_orders(lake.lake_root / "landing" / "orders", "a.json", range(0, 6))
+    Checkpoint(spec.checkpoint_path(lake)).ensure_query_id()
+    sink = Path(spec.sink_path(lake))
+    (sink / "_delta_log").mkdir(parents=True)
+    (sink / "_delta_log" / ".00000000000000000000.json.0b5e2b9e-5c1a-4a8e-9d2b-2f7c3a1e9d10.tmp").write_text("{}\n")
+    (sink / "part-00000-0b5e2b9e-5c1a-4a8e-9d2b-2f7c3a1e9d10-c000.snappy.parquet").write_bytes(b"half a file")
+
+    summary = run(spark, spec, lake, write_ledger=False)
+    assert (summary["delta_version_before"], summary["micro_batches"][0]["delta_version"]) == (None, 0)
+    assert ids(spark, spec, lake) == list(range(6))
+    assert properties(spark, str(sink))[PIPELINE_PROPERTY] == "orders"
 
 
 def test_a_lost_checkpoint_is_refused_and_reset_rebuilds_the_table_from_the_source(spark, lake):

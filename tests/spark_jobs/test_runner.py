@@ -50,8 +50,9 @@ def test_runs_ingest_exactly_the_new_files(spark, lake, trigger):
 
     first = run(spark, spec, lake)
     assert (first["batches"], first["input_rows"], first["output_rows"]) == (1, 50, 50)
-    # version 0 creates the table with the pipeline's identity, version 1 is batch 0
+    # version 0 is batch 0, which creates the table; version 1 gives it the pipeline's identity
     assert (first["delta_version_before"], first["delta_version_after"]) == (None, 1)
+    assert first["micro_batches"][0]["delta_version"] == 0
     assert sorted(Path(f).name for f in first["micro_batches"][0]["sources"][0]["files"]) == ["a.json", "b.json"]
 
     second = run(spark, spec, lake)
@@ -77,7 +78,8 @@ def test_max_files_per_trigger_runs_several_batches_in_one_run(spark, lake):
     summary = run(spark, spec, lake)
     assert summary["batches"] == 3
     assert [b["input_rows"] for b in summary["micro_batches"]] == [20, 20, 10]
-    assert [b["delta_version"] for b in summary["micro_batches"]] == [1, 2, 3]
+    # batch 0 creates the table (version 0), version 1 gives it the pipeline's identity
+    assert [b["delta_version"] for b in summary["micro_batches"]] == [0, 2, 3]
     assert ids(spark, spec, lake) == list(range(50))
 
 
