@@ -49,7 +49,7 @@ from spark_jobs.commit import NewTable
 from spark_jobs.inference import type_ddl
 from spark_jobs.records import BAD, ORIGIN, RAW, good_rows
 from spark_jobs.schema_evolution import allow_widening
-from spark_jobs.sink import Commit, write_rows, write_sink
+from spark_jobs.sink import Commit, has_commit, write_rows, write_sink
 from spark_jobs.transform import apply_transform
 
 QUARANTINE_COLUMNS = ("pipeline", "run_id", "batch_id", "source", "raw", "error", "expectation", "quarantined_at",
@@ -412,7 +412,10 @@ class BatchWriter:
             spark._jsparkSession.read().json(getattr(texts._jdf, "as")(jvm.org.apache.spark.sql.Encoders.STRING()))
             .schema().json()
         ))
-        table_types = {f.name.lower(): f for f in spark.read.format("delta").load(self.target.table).schema.fields}
+        new_table = self.target.new_table
+        table_schema = (new_table.schema if new_table is not None and not has_commit(self.target.table)
+                        else spark.read.format("delta").load(self.target.table).schema)  # not created yet: as planned
+        table_types = {f.name.lower(): f for f in table_schema.fields}
         declared = {c.lower() for c in rows.columns}
         fields = [
             StructField(f.name, table_types[f.name.lower()].dataType if f.name.lower() in table_types else f.dataType)

@@ -197,7 +197,7 @@ def _run_query(run: Run) -> None:
     table, checkpoint = run.real.table, run.real.checkpoint
     target_table, target_checkpoint, quarantine = run.target.table, run.target.checkpoint, run.target.quarantine
     collector = ProgressCollector(query_name=spec.name)
-    query = writer = None
+    query = writer = new_table = None
     reingest = False
     phases, mark = summary.phases_s, time.monotonic()
     spark.streams.addListener(collector)
@@ -307,6 +307,8 @@ def _run_query(run: Run) -> None:
         elif isinstance(spec.source, DeltaSource):
             summary.error = explain_delta_failure(spec, summary.error)
         summary.error = guards.explain_state_failure(spec, summary.error, checkpoint)
+        if new_table is not None:
+            _leave_new_table(run, new_table)
     finally:
         spark.streams.removeListener(collector)
         if query is not None and "rebuild" not in phases:
@@ -327,6 +329,15 @@ def _run_query(run: Run) -> None:
             phases["reingest"] = round(time.monotonic() - mark, 3)
     for key, value in _totals([summary.bad_records_query or {}]).items():
         setattr(summary, key, getattr(summary, key) + value)
+
+
+def _leave_new_table(run: Run, new_table) -> None:
+    """A failed run that was to create its table in its first write leaves it, empty and with its identity,
+    as when the table was created before the query (a run killed before its first commit leaves none)."""
+    try:
+        guards.create_if_missing(run.spark, run.spec, run.target.table, new_table)
+    except Exception as err:  # noqa: BLE001 - the run's own error comes first
+        run.summary.error += f" (creating its table {run.target.table} failed too: {describe_error(err)})"
 
 
 def _upstream_plan(run: Run) -> upstream.Plan | None:
