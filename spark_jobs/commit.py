@@ -18,14 +18,17 @@ TXN_APP_ID_CONF = "spark.databricks.delta.write.txnAppId"
 TXN_VERSION_CONF = "spark.databricks.delta.write.txnVersion"
 USER_METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
 AUTO_MERGE_CONF = "spark.databricks.delta.schema.autoMerge.enabled"
+ARBITRARY_PROPERTIES_CONF = "spark.databricks.delta.allowArbitraryProperties.enabled"
 
 
 @dataclass(frozen=True)
 class NewTable:
-    """A sink table that does not exist yet: the first write creates it, then gives it its properties."""
+    """A sink table that does not exist yet: the first write creates it, with its properties, in one commit."""
 
     properties: dict[str, str]
-    """Its table properties: the pipeline's identity (:mod:`spark_jobs.guards`)."""
+    """Its table properties, as the write's ``delta.*`` options: the pipeline's identity (:mod:`spark_jobs.guards`)."""
+    checkpoint_id: str
+    """The checkpoint id in that identity (a run that writes no batch creates the table empty with it)."""
     schema: StructType
     """The run's output schema (the columns a batch lacks are created all the same, as the guards planned)."""
 
@@ -57,11 +60,18 @@ class Commit:
 def in_transaction(spark, commit: Commit):
     """A MERGE (which takes no write options) as the idempotent transaction ``commit``: Delta's session confs
     for it are set around it, then restored."""
-    conf = spark.conf
     settings = {TXN_APP_ID_CONF: commit.app_id, TXN_VERSION_CONF: str(commit.batch_id),
                 USER_METADATA_CONF: commit.user_metadata()}
     if commit.merge_schema:
         settings[AUTO_MERGE_CONF] = "true"
+    with session_conf(spark, settings):
+        yield
+
+
+@contextmanager
+def session_conf(spark, settings: dict[str, str]):
+    """The session's Spark confs ``settings`` set around the block, then restored."""
+    conf = spark.conf
     before = {key: conf.get(key, None) for key in settings}
     for key, value in settings.items():
         conf.set(key, value)

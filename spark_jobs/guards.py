@@ -7,8 +7,9 @@ checkpoint):
 * ``sluice.checkpointId``: the id of the checkpoint whose progress the table's content reflects (the
   streaming query id Spark keeps in ``<checkpoint>/metadata``, which sluice writes before the first run).
 
-A table whose first write was killed before its properties were set has its identity in its first
-commit's transaction id (``sluice-<pipeline>-<checkpointId>``, :func:`first_writer`).
+A table its first batch's write created (:func:`prepare_sink`) has them as ``delta.sluice.pipeline`` and
+``delta.sluice.checkpointid``: a path write sets only ``delta.*`` properties, and Delta lowercases the
+option's key. :func:`recorded_identity` reads either name.
 
 A checkpoint that is missing, or belongs to another query, while the table holds this pipeline's data
 would silently re-ingest everything: such a run is refused, with the options. ``reset`` (``sluice run
@@ -36,12 +37,15 @@ from sluice.settings import Settings
 from sluice.spec import RESCUED_COLUMN, KafkaSource, PipelineSpec, stateful_sql
 from spark_jobs import schema_evolution
 from spark_jobs.commit import NewTable
-from spark_jobs.delta_table import json_object, uncommitted_log
+from spark_jobs.delta_table import uncommitted_log
 from spark_jobs.run import Run
-from spark_jobs.sink import has_commit, set_properties
+from spark_jobs.sink import has_commit
 
 PIPELINE_PROPERTY = "sluice.pipeline"
 CHECKPOINT_PROPERTY = "sluice.checkpointId"
+WRITTEN_PREFIX = "delta."
+"""The prefix of the identity's names on a table its first write created (a write option sets only
+``delta.*`` table properties)."""
 
 
 class GuardRefused(RuntimeError):
@@ -164,14 +168,16 @@ def create_table(
     builder = DeltaTable.createIfNotExists(spark).location(path).addColumns(_nullable(schema))
     if spec.sink.partition_by:
         builder = builder.partitionedBy(*spec.sink.partition_by)
-    for key, value in identity(spec, cp_id).items():
-        builder = builder.property(key, value)
+    builder = builder.property(PIPELINE_PROPERTY, spec.name).property(CHECKPOINT_PROPERTY, cp_id)
     check_held()
     builder.execute()
 
 
 def set_identity(spark: SparkSession, path: str, spec: PipelineSpec, cp_id: str) -> None:
-    set_properties(spark, path, identity(spec, cp_id))
+    spark.sql(
+        f"ALTER TABLE delta.`{_quote(path)}` SET TBLPROPERTIES "
+        f"('{PIPELINE_PROPERTY}' = '{spec.name}', '{CHECKPOINT_PROPERTY}' = '{cp_id}')"
+    )
 
 
 def _quote(path: str) -> str:
@@ -185,15 +191,8 @@ def check_sink(spark: SparkSession, spec: PipelineSpec, *, table: str, checkpoin
     if state is None:
         return None
     refuse_foreign_table(spec, table, state)
-    props, has_data = state["properties"], state["num_files"] > 0
-    owner = props.get(PIPELINE_PROPERTY)
-    recorded = props.get(CHECKPOINT_PROPERTY)
-    if recorded is None and has_data:
-        # a first write killed between its commit and its identity's (:func:`prepare_sink`): the identity
-        # is the first commit's transaction id
-        owner, recorded = first_writer(table) or (owner, recorded)
-        if owner is not None and owner != spec.name:
-            refuse_foreign_table(spec, table, {"properties": {PIPELINE_PROPERTY: owner}})
+    has_data = state["num_files"] > 0
+    owner, recorded = recorded_identity(state["properties"])
     cp = Checkpoint(checkpoint)
     current = cp.query_id()
     if has_data and not cp.has_progress():
@@ -216,27 +215,21 @@ def check_sink(spark: SparkSession, spec: PipelineSpec, *, table: str, checkpoin
     return state
 
 
-def first_writer(table: str) -> tuple[str, str] | None:
-    """The pipeline and checkpoint id of the sluice transaction that created ``table`` (its first commit's
-    ``sluice_app_id``: ``sluice-<pipeline>-<checkpoint id>``); None if it was not created by a sluice write
-    or its log is not read without Spark."""
-    log = DeltaLog.open(table)
-    versions = log.versions() if log is not None else []
-    if not versions or versions[0] != 0:
-        return None
-    info = next((a["commitInfo"] for a in log.actions(0) if "commitInfo" in a), {})
-    app_id = json_object(info.get("userMetadata")).get("sluice_app_id") or ""
-    prefix, cp_id = app_id[:-len(_UUID) - 1], app_id[-len(_UUID):]
-    if not prefix.startswith("sluice-") or app_id[-len(_UUID) - 1] != "-" or cp_id.count("-") != 4:
-        return None
-    return prefix[len("sluice-"):], cp_id
+def recorded_identity(properties: dict[str, str]) -> tuple[str | None, str | None]:
+    """The pipeline and checkpoint id a table's properties record (None: not recorded): ``sluice.pipeline``
+    and ``sluice.checkpointId``, else, on a table its first write created, the same names under ``delta.``.
+    Names compared case-insensitively (Delta lowercases a write option's key). The plain names come first:
+    set later (a reset's :func:`set_identity`), they replace what the first write recorded."""
+    lower = {key.lower(): value for key, value in properties.items()}
 
+    def recorded(name: str) -> str | None:
+        return lower.get(name.lower()) or lower.get((WRITTEN_PREFIX + name).lower())
 
-_UUID = "00000000-0000-0000-0000-000000000000"
+    return recorded(PIPELINE_PROPERTY), recorded(CHECKPOINT_PROPERTY)
 
 
 def refuse_foreign_table(spec: PipelineSpec, table: str, state: dict[str, Any] | None) -> None:
-    owner = (state or {}).get("properties", {}).get(PIPELINE_PROPERTY)
+    owner = recorded_identity((state or {}).get("properties", {}))[0]
     if owner and owner != spec.name:
         raise GuardRefused(
             f"the sink table {table} belongs to pipeline {owner}, not {spec.name}: two pipelines writing one table "
@@ -252,9 +245,10 @@ def empty_quarantine(spark: SparkSession, path: str) -> None:
         DeltaTable.forPath(spark, path).delete()
 
 
-def identity(spec: PipelineSpec, cp_id: str) -> dict[str, str]:
-    """The table properties that say who writes the table."""
-    return {PIPELINE_PROPERTY: spec.name, CHECKPOINT_PROPERTY: cp_id}
+def new_table(spec: PipelineSpec, cp_id: str, schema: StructType) -> NewTable:
+    """A table for the first batch's write to create, with the pipeline's identity as ``delta.*`` properties."""
+    return NewTable({WRITTEN_PREFIX + PIPELINE_PROPERTY: spec.name, WRITTEN_PREFIX + CHECKPOINT_PROPERTY: cp_id},
+                    cp_id, _nullable(schema))
 
 
 def creates_in_first_write(spec: PipelineSpec) -> bool:
@@ -282,15 +276,12 @@ def prepare_sink(run: Run, schema: StructType, *, aside_label: str = "replaced")
     """Check that the run's checkpoint and table belong together and that the output (``schema``) fits the
     table, and create the table if needed (a reset replaces it, and sets the old checkpoint aside, named
     ``aside_label``). A new append or complete sink is not created here: its first batch's write creates it
-    (version 0: the rows and the transaction, whose id names the pipeline and the checkpoint) and then sets
-    the identity's properties (version 1, :func:`spark_jobs.sink.write_rows`). That saves the creation before
-    the query and, above all, Delta's reconstruction of the empty table's snapshot (Spark jobs on a cold JVM)
-    that the first idempotent write made. Not one commit: a path write sets only ``delta.*`` properties
-    (Delta's ``DeltaDataSource.createRelation``), and a CREATE TABLE AS SELECT, which sets any, hides the
-    write from Spark's ``Observation`` (completed empty), which counts a batch as it is written. A run killed
-    between the two commits leaves a table whose identity is its first commit's transaction id
-    (:func:`first_writer`, checked by :func:`check_sink`; the next run sets the properties). A run that writes
-    no batch creates the table empty after its query (:func:`create_if_missing`)."""
+    in one commit, version 0: the rows, the transaction, and the identity as ``delta.sluice.*`` properties
+    (:func:`new_table`, :func:`spark_jobs.sink.write_rows`). That saves the creation before the query and,
+    above all, Delta's reconstruction of the empty table's snapshot (Spark jobs on a cold JVM) that the first
+    idempotent write made. (Not a CREATE TABLE AS SELECT, which sets any property: it hides the write from
+    Spark's ``Observation`` (completed empty), which counts a batch as it is written.) A run that writes no
+    batch creates the table empty after its query (:func:`create_if_missing`)."""
     spark, spec, table, checkpoint = run.spark, run.spec, run.real.table, run.real.checkpoint
     reset = run.job.reset
     if reset:
@@ -299,18 +290,18 @@ def prepare_sink(run: Run, schema: StructType, *, aside_label: str = "replaced")
         aside = Checkpoint(checkpoint).set_aside(aside_label, keep_one=aside_label == "followed")
         cp_id = Checkpoint(checkpoint).ensure_query_id()
         if state is None and creates_in_first_write(spec):
-            return Prepared(cp_id, aside, None, NewTable(identity(spec, cp_id), _nullable(schema)))
+            return Prepared(cp_id, aside, None, new_table(spec, cp_id, schema))
         create_table(spark, table, schema, spec, cp_id, replace=state is not None)
         return Prepared(cp_id, aside)
     state = check_sink(spark, spec, table=table, checkpoint=checkpoint)
     change = check_schema(spark, spec, table=table, schema=schema) if state is not None else None
     cp_id = Checkpoint(checkpoint).ensure_query_id()
     if state is None and creates_in_first_write(spec):
-        return Prepared(cp_id, new_table=NewTable(identity(spec, cp_id), _nullable(schema)))
+        return Prepared(cp_id, new_table=new_table(spec, cp_id, schema))
     if state is None:
         create_table(spark, table, schema, spec, cp_id)
     else:
-        if state["properties"].get(PIPELINE_PROPERTY) != spec.name or state["properties"].get(CHECKPOINT_PROPERTY) != cp_id:
+        if recorded_identity(state["properties"]) != (spec.name, cp_id):
             # a table from before sluice recorded identities, or an empty one whose reset did not finish
             set_identity(spark, table, spec, cp_id)
         if RESCUED_COLUMN in schema.fieldNames() and RESCUED_COLUMN not in state["columns"]:
@@ -320,12 +311,12 @@ def prepare_sink(run: Run, schema: StructType, *, aside_label: str = "replaced")
     return Prepared(cp_id, change=change)
 
 
-def create_if_missing(spark: SparkSession, spec: PipelineSpec, table: str, new_table: NewTable) -> bool:
+def create_if_missing(spark: SparkSession, spec: PipelineSpec, table: str, planned: NewTable) -> bool:
     """After a query that was to create its table in its first write but wrote none (no new data): create it
     empty, with the pipeline's identity, so that a run leaves its table as before. Returns whether it did."""
     if has_commit(table):
         return False
-    create_table(spark, table, new_table.schema, spec, new_table.properties[CHECKPOINT_PROPERTY])
+    create_table(spark, table, planned.schema, spec, planned.checkpoint_id)
     return True
 
 

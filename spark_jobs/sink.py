@@ -24,7 +24,13 @@ from sluice.delta_log import DeltaLog
 from sluice.lock import check_held
 from sluice.spec import PipelineSpec, Sink, Trigger
 from spark_jobs.checkpoint_files import clear_interrupted_start
-from spark_jobs.commit import Commit, NewTable, in_transaction
+from spark_jobs.commit import (
+    ARBITRARY_PROPERTIES_CONF,
+    Commit,
+    NewTable,
+    in_transaction,
+    session_conf,
+)
 from spark_jobs.scd2 import scd2_rows
 
 
@@ -60,8 +66,10 @@ def write_rows(rows: DataFrame, path: str, commit: Commit, *, overwrite: bool = 
                partition_by: list[str] | None = None) -> None:
     """Append (or overwrite with) ``rows`` in one commit: the idempotent transaction (app_id, batch_id), or
     a backfill's replaceWhere -- idempotent by what it replaces, not by a transaction id. With
-    ``commit.new_table`` and no table at ``path`` yet, the write creates it (:func:`_as_new_table`) and then
-    gives it its table properties."""
+    ``commit.new_table`` and no table at ``path`` yet, the write creates it (:func:`_as_new_table`) in the
+    same commit, its table properties given as the write's ``delta.*`` options: Delta takes properties it
+    does not know only with ``allowArbitraryProperties``, set around this write alone, so that every other
+    write and ALTER keeps Delta's check (a misspelt ``delta.*`` setting stays an error, not a property)."""
     creating = commit.new_table is not None and not has_commit(path)
     if creating:
         rows = _as_new_table(rows, commit.new_table)
@@ -76,10 +84,14 @@ def write_rows(rows: DataFrame, path: str, commit: Commit, *, overwrite: bool = 
         writer = writer.option("mergeSchema", "true")
     if partition_by:
         writer = writer.partitionBy(*partition_by)
-    check_held()  # on object storage: this run still holds the pipeline's lease (sluice.lock.LeaseLock)
-    writer.save(path)
+    confs = {}
     if creating:
-        set_properties(rows.sparkSession, path, commit.new_table.properties)
+        for key, value in commit.new_table.properties.items():
+            writer = writer.option(key, value)
+        confs[ARBITRARY_PROPERTIES_CONF] = "true"
+    check_held()  # on object storage: this run still holds the pipeline's lease (sluice.lock.LeaseLock)
+    with session_conf(rows.sparkSession, confs):
+        writer.save(path)
 
 
 def has_commit(path: str) -> bool:
@@ -99,13 +111,6 @@ def _as_new_table(rows: DataFrame, table: NewTable) -> DataFrame:
     missing = {f.name: f.dataType for f in table.schema.fields if f.name not in rows.columns}
     return rows.select(*[F.lit(None).cast(missing[c]).alias(c) if c in missing else F.col(_quoted(c))
                          for c in order])
-
-
-def set_properties(spark, path: str, properties: dict[str, str]) -> None:
-    """Set table properties of the table at ``path`` (one metadata-only commit)."""
-    check_held()
-    pairs = ", ".join(f"'{key}' = '{value}'" for key, value in properties.items())
-    spark.sql(f"ALTER TABLE delta.{_quoted(path)} SET TBLPROPERTIES ({pairs})")
 
 
 def _quoted(name: str) -> str:

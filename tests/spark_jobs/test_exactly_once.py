@@ -147,9 +147,20 @@ def landed_orders(spark, lake, **overrides):
 
 def test_the_table_records_its_pipeline_and_checkpoint(spark, lake):
     spec, _, first = landed_orders(spark, lake)
-    props = properties(spark, spec.sink_path(lake))
-    assert props[PIPELINE_PROPERTY] == "orders"
-    assert props[CHECKPOINT_PROPERTY] == Checkpoint(spec.checkpoint_path(lake)).query_id() == first["checkpoint_id"]
+    pipeline, cp_id = guards.recorded_identity(properties(spark, spec.sink_path(lake)))
+    assert pipeline == "orders"
+    assert cp_id == Checkpoint(spec.checkpoint_path(lake)).query_id() == first["checkpoint_id"]
+
+
+def test_the_identity_is_read_from_either_name_the_plain_one_first():
+    read = guards.recorded_identity
+    assert read({PIPELINE_PROPERTY: "a", CHECKPOINT_PROPERTY: "1"}) == ("a", "1")  # created before the query
+    assert read({"delta.sluice.pipeline": "a", "delta.sluice.checkpointid": "1"}) == ("a", "1")  # by its write
+    assert read({"SLUICE.PIPELINE": "a", "sluice.checkpointid": "1"}) == ("a", "1")
+    # a reset of a table its write created: set_identity's plain names replace the first write's
+    assert read({"delta.sluice.pipeline": "a", "delta.sluice.checkpointid": "1", PIPELINE_PROPERTY: "a",
+                 CHECKPOINT_PROPERTY: "2"}) == ("a", "2")
+    assert read({"delta.appendOnly": "true"}) == (None, None)
 
 
 def commit_actions(path: str, version: int) -> dict[str, list[dict]]:
@@ -161,22 +172,48 @@ def commit_actions(path: str, version: int) -> dict[str, list[dict]]:
     return by_kind
 
 
-def test_a_new_pipelines_first_write_creates_its_table_and_then_its_identity(spark, lake):
-    # no empty version 0 before the query: version 0 is batch 0 (its rows and its transaction, whose id names
-    # the pipeline and the checkpoint), version 1 the identity's properties
-    spec, _, first = landed_orders(spark, lake)
+def test_a_new_pipelines_first_write_creates_its_table_with_its_identity_in_one_commit(spark, lake):
+    # no empty version 0 before the query: version 0 is batch 0 -- its rows, its transaction and the
+    # pipeline's identity as delta.sluice.* properties (Delta lowercases the write option's key)
+    spec, landing, first = landed_orders(spark, lake)
     table_path, cp_id = spec.sink_path(lake), first["checkpoint_id"]
-    assert DeltaLog.open(table_path).versions() == [0, 1]
+    assert DeltaLog.open(table_path).versions() == [0]
     assert first["micro_batches"][0]["delta_version"] == 0 and first["output_rows"] == 10
     created = commit_actions(table_path, 0)
     assert created["txn"][0]["appId"] == f"sluice-orders-{cp_id}" and created["txn"][0]["version"] == 0
     assert len(created["add"]) >= 1
-    assert PIPELINE_PROPERTY not in created["metaData"][0]["configuration"]
-    assert guards.first_writer(table_path) == ("orders", cp_id)
-    identity = commit_actions(table_path, 1)
-    assert "add" not in identity and "txn" not in identity
-    assert identity["metaData"][0]["configuration"] == {PIPELINE_PROPERTY: "orders", CHECKPOINT_PROPERTY: cp_id}
+    assert created["metaData"][0]["configuration"] == {"delta.sluice.pipeline": "orders",
+                                                       "delta.sluice.checkpointid": cp_id}
     assert ids(spark, spec, lake) == list(range(10))
+    # the next run finds its identity there: its batch is the next version, no identity commit
+    write_orders(landing, "b.json", range(10, 12))
+    assert run(spark, spec, lake)["micro_batches"][0]["delta_version"] == 1
+    assert DeltaLog.open(table_path).versions() == [0, 1] and "metaData" not in commit_actions(table_path, 1)
+
+
+def test_the_first_write_allows_unknown_delta_properties_for_itself_only(spark, lake, tmp_path):
+    # allowArbitraryProperties is set around the creating write, then restored: another write's unknown
+    # delta.* key is still refused
+    from spark_jobs.commit import ARBITRARY_PROPERTIES_CONF, Commit, NewTable
+    from spark_jobs.sink import write_rows
+
+    rows = spark.createDataFrame([(1,)], "id BIGINT")
+    write_rows(rows, str(tmp_path / "t"), Commit(0, new_table=NewTable({"delta.sluice.pipeline": "p"}, "c",
+                                                                         rows.schema)))
+    assert spark.conf.get(ARBITRARY_PROPERTIES_CONF, "false") == "false"
+    assert properties(spark, str(tmp_path / "t")) == {"delta.sluice.pipeline": "p"}
+    with pytest.raises(Exception, match="DELTA_UNKNOWN_CONFIGURATION"):
+        rows.write.format("delta").option("delta.sluice.pipeline", "p").save(str(tmp_path / "u"))
+
+
+def test_a_reset_of_a_table_its_first_write_created_records_the_new_checkpoint(spark, lake):
+    spec, landing, first = landed_orders(spark, lake)
+    reset = run(spark, spec, lake, reset=True)
+    assert reset["checkpoint_id"] != first["checkpoint_id"]
+    assert guards.recorded_identity(properties(spark, spec.sink_path(lake))) == ("orders", reset["checkpoint_id"])
+    write_orders(landing, "b.json", range(10, 12))
+    assert run(spark, spec, lake)["input_rows"] == 2  # not refused as another query's checkpoint
+    assert ids(spark, spec, lake) == list(range(12))
 
 
 def test_a_first_run_with_no_data_still_leaves_its_table_with_its_identity(spark, lake):
@@ -184,48 +221,11 @@ def test_a_first_run_with_no_data_still_leaves_its_table_with_its_identity(spark
     (lake.lake_root / "landing" / "orders").mkdir(parents=True)
     first = run(spark, spec, lake, write_ledger=False)
     assert (first["batches"], first["delta_version_after"]) == (0, 0)  # created empty after the query
-    props = properties(spark, spec.sink_path(lake))
-    assert (props[PIPELINE_PROPERTY], props[CHECKPOINT_PROPERTY]) == ("orders", first["checkpoint_id"])
+    identity = guards.recorded_identity(properties(spark, spec.sink_path(lake)))
+    assert identity == ("orders", first["checkpoint_id"])
     write_orders(lake.lake_root / "landing" / "orders", "a.json", range(0, 4))
     assert run(spark, spec, lake, write_ledger=False)["micro_batches"][0]["delta_version"] == 1
     assert ids(spark, spec, lake) == list(range(4))
-
-
-def kill_after_the_first_commit(spec, lake) -> None:
-    """The state a first run killed right after its first Delta commit leaves: version 0 (batch 0's rows and
-    transaction) but not the identity's version 1, and batch 0 planned but not marked done."""
-    log, commits = Path(spec.sink_path(lake)) / "_delta_log", Path(spec.checkpoint_path(lake)) / "commits"
-    for folder, name in ((log, "00000000000000000001.json"), (log, "00000000000000000001.crc"), (commits, "0")):
-        for path in (folder / name, folder / f".{name}.crc"):  # with the local file system's checksum file
-            path.unlink(missing_ok=True)
-
-
-def test_a_first_run_killed_before_its_identity_is_written_is_resumed_exactly(spark, lake):
-    spec, landing, first = landed_orders(spark, lake)
-    kill_after_the_first_commit(spec, lake)
-    assert PIPELINE_PROPERTY not in properties(spark, spec.sink_path(lake))
-    write_orders(landing, "b.json", range(10, 15))
-
-    rerun = run(spark, spec, lake, write_ledger=False)
-    assert rerun["skipped_batches"] == [0]  # batch 0 is in the table: Delta's transaction id says so
-    assert ids(spark, spec, lake) == list(range(15))  # each row once
-    props = properties(spark, spec.sink_path(lake))
-    assert (props[PIPELINE_PROPERTY], props[CHECKPOINT_PROPERTY]) == ("orders", first["checkpoint_id"])
-
-
-def test_a_table_without_its_identity_refuses_another_querys_checkpoint(spark, lake):
-    # the identity then comes from the table's first transaction: the same refusal as with the properties
-    spec, _, first = landed_orders(spark, lake)
-    kill_after_the_first_commit(spec, lake)
-    checkpoint = Path(spec.checkpoint_path(lake))
-    other = make_spec(orders_spec(name="other", sink={"path": "bronze/other"}))
-    run(spark, other, lake, write_ledger=False)
-    shutil.rmtree(checkpoint)
-    shutil.copytree(other.checkpoint_path(lake), checkpoint)
-    with pytest.raises(RunFailed, match="belongs to another query") as refused:
-        run(spark, spec, lake, write_ledger=False)
-    assert first["checkpoint_id"] in str(refused.value)
-    assert ids(spark, spec, lake) == list(range(10))
 
 
 def test_a_first_write_killed_before_its_commit_leaves_no_table_and_the_rerun_is_exact(spark, lake):
@@ -242,7 +242,7 @@ def test_a_first_write_killed_before_its_commit_leaves_no_table_and_the_rerun_is
     summary = run(spark, spec, lake, write_ledger=False)
     assert (summary["delta_version_before"], summary["micro_batches"][0]["delta_version"]) == (None, 0)
     assert ids(spark, spec, lake) == list(range(6))
-    assert properties(spark, str(sink))[PIPELINE_PROPERTY] == "orders"
+    assert guards.recorded_identity(properties(spark, str(sink)))[0] == "orders"
 
 
 def test_a_lost_checkpoint_is_refused_and_reset_rebuilds_the_table_from_the_source(spark, lake):
@@ -394,16 +394,17 @@ def test_every_run_appends_to_the_ledger_which_answers_which_run_wrote_a_version
     assert by_run["refused-one"].status == "failed" and "missing or empty" in by_run["refused-one"].error
     row = by_run["the-second"]
     assert (row.dag_id, row.dag_run_id, row.try_number, row.status) == ("orders", "manual__x", 2, "succeeded")
-    assert (row.delta_version_before, row.delta_version_after, row.batch_ids) == (1, 2, [1])
+    assert (row.delta_version_before, row.delta_version_after, row.batch_ids) == (0, 1, [1])
     assert json.loads(row.summary)["run_id"] == "the-second"
     assert dry["input_rows"] == second["input_rows"] == 4
 
-    # "which run wrote version 2, from which offsets / files?" is one query
+    # "which run wrote version 1, from which offsets / files?" is one query (a dry run's versions are its
+    # scratch copy's: the dry run above wrote its version 1)
     answer = spark.sql(f"""
         SELECT l.run_id, b.batch_id, s.start_offset, s.end_offset, s.files
         FROM delta.`{lake.ledger_path}` l LATERAL VIEW explode(l.micro_batches) AS b
         LATERAL VIEW explode(b.sources) AS s
-        WHERE l.pipeline = 'orders' AND b.delta_version = 2""").collect()
+        WHERE l.pipeline = 'orders' AND NOT l.dry_run AND b.delta_version = 1""").collect()
     assert len(answer) == 1
     assert (answer[0].run_id, answer[0].batch_id) == ("the-second", 1)
     assert json.loads(answer[0].start_offset) == {"logOffset": 0}

@@ -50,20 +50,20 @@ def test_runs_ingest_exactly_the_new_files(spark, lake, trigger):
 
     first = run(spark, spec, lake)
     assert (first["batches"], first["input_rows"], first["output_rows"]) == (1, 50, 50)
-    # version 0 is batch 0, which creates the table; version 1 gives it the pipeline's identity
-    assert (first["delta_version_before"], first["delta_version_after"]) == (None, 1)
+    # version 0 is batch 0, which creates the table with the pipeline's identity
+    assert (first["delta_version_before"], first["delta_version_after"]) == (None, 0)
     assert first["micro_batches"][0]["delta_version"] == 0
     assert sorted(Path(f).name for f in first["micro_batches"][0]["sources"][0]["files"]) == ["a.json", "b.json"]
 
     second = run(spark, spec, lake)
     assert (second["batches"], second["input_rows"], second["output_rows"]) == (0, 0, 0)
-    assert second["delta_version_before"] == second["delta_version_after"] == 1  # no new Delta version
-    assert delta_version(spec.sink_path(lake)) == 1  # as delta-rs reads the table
+    assert second["delta_version_before"] == second["delta_version_after"] == 0  # no new Delta version
+    assert delta_version(spec.sink_path(lake)) == 0  # as delta-rs reads the table
 
     write_orders(landing, "c.json", range(50, 57))
     third = run(spark, spec, lake)
     assert (third["batches"], third["input_rows"], third["output_rows"]) == (1, 7, 7)
-    assert third["delta_version_after"] == 2
+    assert third["delta_version_after"] == 1
     assert [Path(f).name for f in third["micro_batches"][0]["sources"][0]["files"]] == ["c.json"]
     assert ids(spark, spec, lake) == list(range(57))
     assert {r.day.isoformat() for r in table(spark, spec, lake).select("day").distinct().collect()} == {
@@ -78,8 +78,7 @@ def test_max_files_per_trigger_runs_several_batches_in_one_run(spark, lake):
     summary = run(spark, spec, lake)
     assert summary["batches"] == 3
     assert [b["input_rows"] for b in summary["micro_batches"]] == [20, 20, 10]
-    # batch 0 creates the table (version 0), version 1 gives it the pipeline's identity
-    assert [b["delta_version"] for b in summary["micro_batches"]] == [0, 2, 3]
+    assert [b["delta_version"] for b in summary["micro_batches"]] == [0, 1, 2]  # batch 0 creates the table
     assert ids(spark, spec, lake) == list(range(50))
 
 
@@ -124,12 +123,12 @@ def test_batch_replayed_after_crash_between_delta_and_checkpoint_commit_is_skipp
     assert replay["batches"] == 1
     assert replay["micro_batches"][0]["batch_id"] == 1
     assert replay["micro_batches"][0]["delta_version"] is None
-    assert replay["micro_batches"][0]["replay_of_version"] == 2  # Delta has (query id, batch 1) already
+    assert replay["micro_batches"][0]["replay_of_version"] == 1  # Delta has (query id, batch 1) already
     assert replay["skipped_batches"] == [1]
     assert replay["input_rows"] == 0  # the sink skipped the batch without even reading its files
     assert replay["output_rows"] == 0
-    assert replay["delta_version_before"] == replay["delta_version_after"] == 2
-    assert delta_version(spec.sink_path(lake)) == 2
+    assert replay["delta_version_before"] == replay["delta_version_after"] == 1
+    assert delta_version(spec.sink_path(lake)) == 1
     assert ids(spark, spec, lake) == list(range(25))
     assert (checkpoint / "commits" / "1").is_file()  # the checkpoint caught up
 
@@ -153,8 +152,8 @@ def test_dry_run_leaves_checkpoint_and_table_untouched_and_predicts_the_next_run
     assert (dry["batches"], dry["input_rows"], dry["output_rows"]) == (1, 15, 15)
     assert sorted(Path(f).name for f in dry["micro_batches"][0]["sources"][0]["files"]) == ["b.json", "c.json"]
     assert tree_digest(checkpoint) == before  # byte-identical
-    assert dry["delta_version_before"] == dry["delta_version_after"] == 1
-    assert delta_version(spec.sink_path(lake)) == 1
+    assert dry["delta_version_before"] == dry["delta_version_after"] == 0
+    assert delta_version(spec.sink_path(lake)) == 0
     assert ids(spark, spec, lake) == list(range(10))
     # nothing left anywhere: the checkpoint copy and scratch table are gone, and nothing else was written
     assert new_files_since(roots, files_before) == []
