@@ -58,32 +58,10 @@ def client_config(source: KafkaSource) -> dict[str, str]:
 
 def read_kafka_stream(spark: SparkSession, source: KafkaSource, *, rescue: bool = True) -> DataFrame:
     config = client_config(source)
-    partitions = check_brokers_and_topics(spark, source, config)
-    # no maxOffsetsPerTrigger unless asked: an AvailableNow run reads everything in one micro-batch
+    check_brokers_and_topics(spark, source, config)
     rate = {"maxOffsetsPerTrigger": str(source.max_offsets_per_trigger)} if source.max_offsets_per_trigger else {}
-    split = min_partitions(source, partitions, spark.sparkContext.defaultParallelism)
-    reader = kafka_reader(spark.readStream, source, config,
-                          {"startingOffsets": source.starting_offsets, **rate,
-                           **({"minPartitions": str(split)} if split else {})})
+    reader = kafka_reader(spark.readStream, source, config, {"startingOffsets": source.starting_offsets, **rate})
     return records(reader.load(), source, rescue=rescue)
-
-
-def min_partitions(source: KafkaSource, partitions: int, parallelism: int) -> int | None:
-    """Spark's ``minPartitions`` for topics with fewer partitions (``partitions``, all topics together) than the
-    tasks Spark runs at once (``parallelism``): each partition's records are split into the same number of
-    tasks, so that there are at least ``parallelism`` of them. None when the spec sets ``minPartitions`` or
-    the topics have partitions enough.
-
-    Spark reads one task per topic partition: 3 partitions on 2 cores run as 2 tasks, then 1 with a core
-    idle. Its split is proportional and rounded per partition (``KafkaOffsetRangeCalculator``: a
-    partition gets ``round(its share x minPartitions)`` tasks), so a ``minPartitions`` that is not a multiple
-    of the partitions may split nothing (4 over 3 even partitions: 1 each); hence the multiple.
-    https://spark.apache.org/docs/latest/streaming/structured-streaming-kafka-integration.html"""
-    if any(key.lower() == "minpartitions" for key in source.options):
-        return None
-    if partitions <= 0 or partitions >= parallelism:
-        return None
-    return partitions * -(-parallelism // partitions)
 
 
 def kafka_reader(reader, source: KafkaSource, config: dict[str, str], offsets: dict[str, str]):
@@ -208,9 +186,8 @@ def avro_columns(raw: DataFrame, value: KafkaValue) -> tuple[DataFrame, list[Col
     return staged, [f.alias(n) for f, n in zip(fields, names)], error
 
 
-def check_brokers_and_topics(spark: SparkSession, source: KafkaSource, config: dict[str, str]) -> int:
-    """Ask the brokers for their topics with the same client (and settings) the query will use; return how
-    many partitions the source's topics have (the topics a pattern matches now).
+def check_brokers_and_topics(spark: SparkSession, source: KafkaSource, config: dict[str, str]) -> None:
+    """Ask the brokers for their topics with the same client (and settings) the query will use.
 
     Without this, an unreachable broker makes the query retry for minutes, and a missing topic only
     shows up as an empty run.
@@ -227,16 +204,8 @@ def check_brokers_and_topics(spark: SparkSession, source: KafkaSource, config: d
             f"cannot use the Kafka bootstrap servers {servers!r}: {_java_message(err)}. "
             "Fix source.bootstrap_servers (host:port[,host:port]) or the connection's host and port"
         ) from None
-    seconds = jvm.java.util.concurrent.TimeUnit.SECONDS
     try:
-        names = set(admin.listTopics().names().get(source.timeout_seconds, seconds))
-        if source.topics:
-            read = [t for t in source.topics if t in names]
-        else:
-            pattern = jvm.java.util.regex.Pattern.compile(source.subscribe_pattern)
-            read = [n for n in names if pattern.matcher(n).matches()]
-        described = admin.describeTopics(read).allTopicNames().get(source.timeout_seconds, seconds) if read else {}
-        partitions = sum(described[name].partitions().size() for name in read)
+        names = set(admin.listTopics().names().get(source.timeout_seconds, jvm.java.util.concurrent.TimeUnit.SECONDS))
     except Py4JJavaError as err:
         if "Authentication" in _java_message(err) or "Authorization" in _java_message(err):
             raise KafkaSourceError(
@@ -258,7 +227,6 @@ def check_brokers_and_topics(spark: SparkSession, source: KafkaSource, config: d
                 f"topic(s) {', '.join(missing)} do not exist on {servers} (existing topics: {existing}). "
                 "Create them, or fix source.topics"
             )
-    return partitions
 
 
 def sample_values(spark: SparkSession, source: KafkaSource, count: int) -> list[str]:

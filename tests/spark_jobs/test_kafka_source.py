@@ -7,11 +7,9 @@ import time
 from pathlib import Path
 
 import pytest
-from deltalake import DeltaTable
 
 from sluice.contract import run_job
 from sluice.kafka_broker import restart_broker, start_broker, stop_broker
-from spark_jobs.kafka_source import min_partitions
 from spark_jobs.runner import RunFailed, run_pipeline
 from tests.helpers import (
     delta_version,
@@ -75,48 +73,6 @@ def test_max_offsets_per_trigger_runs_several_batches_and_still_reads_everything
     assert summary["batches"] >= 5
     assert summary["input_rows"] == 100
     assert ids(spark, spec, lake) == list(range(100))
-
-
-def test_a_topic_with_fewer_partitions_than_tasks_is_read_by_more_tasks(spark, lake, kafka_broker):
-    # Given a 3-partition topic and a session that runs more tasks at once (spark.default.parallelism)
-    bootstrap = kafka_broker.bootstrap_servers
-    topic = new_topic(bootstrap, partitions=3)
-    produce(bootstrap, topic, range(60))
-    parallelism = spark.sparkContext.defaultParallelism
-    assert parallelism > 3  # sluice's default conf: 2 x cores, at least 4 on the 2 cores of local[2]
-    spec = make_spec(kafka_spec("k_split", bootstrap, topic))
-    # When a run reads it
-    summary = run(spark, spec, lake)
-    # Then each partition is read by the same number of tasks, at least as many tasks as the parallelism:
-    # each task writes a data file of its own
-    assert summary["output_rows"] == 60
-    assert len(DeltaTable(str(spec.sink_path(lake))).file_uris()) == 3 * -(-parallelism // 3)
-    assert ids(spark, spec, lake) == list(range(60))
-
-
-def test_the_spec_s_min_partitions_wins(spark, lake, kafka_broker):
-    bootstrap = kafka_broker.bootstrap_servers
-    topic = new_topic(bootstrap, partitions=3)
-    produce(bootstrap, topic, range(60))
-    spec = make_spec(kafka_spec("k_split_spec", bootstrap, topic, options={"minPartitions": 3}))
-    assert run(spark, spec, lake)["output_rows"] == 60
-    assert len(DeltaTable(str(spec.sink_path(lake))).file_uris()) == 3
-
-
-@pytest.mark.parametrize(("partitions", "parallelism", "options", "expected"), [
-    (3, 4, {}, 6),  # not 4: Spark rounds each partition's share, 4 over 3 even partitions splits none
-    (1, 4, {}, 4),
-    (2, 4, {}, 4),
-    (3, 8, {}, 9),
-    (4, 4, {}, None),
-    (12, 4, {}, None),
-    (0, 4, {}, None),  # a pattern that matches no topic yet
-    (3, 4, {"minPartitions": 2}, None),  # the spec's own, as Spark reads it: case-insensitive
-    (3, 4, {"minpartitions": 2}, None),
-])
-def test_min_partitions(partitions, parallelism, options, expected):
-    source = make_spec(kafka_spec("k", "localhost:9092", "t", options=options)).source
-    assert min_partitions(source, partitions, parallelism) == expected
 
 
 def test_batch_replayed_after_crash_between_commits_adds_no_duplicates(spark, lake, kafka_broker):
