@@ -691,7 +691,7 @@ CASES = {
     "P1b": ("P1's sluice run / plain Spark keeping bad records (PERMISSIVE + corrupt column, 2 tables)", 1.0,
             "min", case_p1b),
     "P2": ("no new data: sluice run wall / bare spark-submit session start+stop", 1.30, "max", case_p2),
-    "P3": ("10 new files: pipeline with a history (files / 10 batches) / fresh pipeline", 1.20, "max",
+    "P3": ("10 new files: pipeline with a history (BENCH_P3_FILES files) / fresh pipeline", 1.20, "max",
            case_p3),
     "P4": ("Kafka -> Delta rows/s, sluice run / plain batch (fixed s + per-row µs: two scales)", 0.85, "min",
            case_p4),
