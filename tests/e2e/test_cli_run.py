@@ -32,7 +32,7 @@ def test_sluice_run_is_incremental_and_dry_run_predicts_the_next_run(lake, spark
     assert SUMMARY_KEYS <= set(summary)
     assert (summary["pipeline"], summary["trigger"], summary["dry_run"]) == ("orders", "available_now", False)
     assert (summary["batches"], summary["input_rows"], summary["output_rows"]) == (1, 10, 10)
-    assert (summary["delta_version_before"], summary["delta_version_after"]) == (None, 1)
+    assert (summary["delta_version_before"], summary["delta_version_after"]) == (None, 0)  # batch 0 creates it
     assert Path(summary["micro_batches"][0]["sources"][0]["files"][0]).name == "a.json"
     assert "[sluice] orders batch 0: 10 rows in" in first.stderr  # progress streams to stderr
     assert "spark-submit --master local[*]" in first.stderr  # the command, as the hook logs it
@@ -47,15 +47,15 @@ def test_sluice_run_is_incremental_and_dry_run_predicts_the_next_run(lake, spark
     dry_summary = last_json_line(dry.stdout)
     assert (dry_summary["dry_run"], dry_summary["input_rows"]) == (True, 5)
     assert tree_digest(checkpoint) == before
-    assert dry_summary["delta_version_after"] == 1
-    assert delta_version(summary["sink"]) == 1  # no commit, as delta-rs reads the table
+    assert dry_summary["delta_version_after"] == 0
+    assert delta_version(summary["sink"]) == 0  # no commit, as delta-rs reads the table
     # nothing left behind but the run's line in the ledger (every run is recorded, a dry run too)
     assert new_files_since(roots, files_before, expected=(lake.ledger_path,)) == []
 
     third = sluice("run", str(spec_path), "--trigger", "once")
     assert third.returncode == 0, third.stderr[-3000:]
     real = last_json_line(third.stdout)
-    assert (real["trigger"], real["input_rows"], real["delta_version_after"]) == ("once", 5, 2)
+    assert (real["trigger"], real["input_rows"], real["delta_version_after"]) == ("once", 5, 1)
     assert spark.read.format("delta").load(summary["sink"]).count() == 15
 
     # every run is in the ledger; `sluice status` shows them newest first
@@ -71,7 +71,7 @@ def test_sluice_run_is_incremental_and_dry_run_predicts_the_next_run(lake, spark
         (dry_summary["run_id"], "dry_run", "succeeded", "1", "5", "5"),
         (summary["run_id"], "incremental", "succeeded", "1", "10", "10"),
     ]
-    assert [(r[8], r[9]) for r in runs] == [("0", "1->2"), ("0", "1"), ("0", "new->1")]
+    assert [(r[8], r[9]) for r in runs] == [("0", "0->1"), ("0", "0"), ("0", "new->0")]
     # what each run left waiting (a dry run: what it found waiting, b.json)
     assert [(r[10], r[11]) for r in runs] == [("0", "files"), ("1", "files"), ("0", "files")]
 
@@ -101,7 +101,7 @@ def test_a_lost_checkpoint_is_refused_and_reset_checkpoint_rebuilds_the_table_fr
         "source's (the old versions stay in the Delta history); or point sink.path at a new table."
     )
     # nothing written: neither the table nor a new checkpoint
-    assert delta_version(table) == 1
+    assert delta_version(table) == 0
     assert sorted(r.id for r in spark.read.format("delta").load(table).collect()) == list(range(10))
     assert not checkpoint.exists()
 
