@@ -92,7 +92,7 @@ class Target:
     new version when a batch adds columns (:mod:`sluice.schemas`); None otherwise (and in a dry run)."""
     new_table: NewTable | None = None
     """A new pipeline's append or complete sink: no table yet, the first batch's write creates it with the
-    pipeline's identity (:func:`spark_jobs.guards.prepare_sink`)."""
+    pipeline's identity (:func:`spark_jobs.guards.prepare_sink`); None again once a batch has written."""
 
 
 class BatchWriter:
@@ -202,6 +202,7 @@ class BatchWriter:
                    Commit(batch_id, app_id=self.target.app_id, merge_schema=self.target.evolve_schema,
                           metadata={"sluice_backfill": None, "run_id": self.target.run_id},
                           new_table=self.target.new_table))
+        self.target.new_table = None  # the table has a commit now: later batches need not look for one
         if not _observed(source_seen):
             # Delta skipped the write: the table has this batch's transaction (a replay after a crash that the
             # run did not see coming). Its quarantine rows may be missing: count it, and write what is missing.
@@ -284,6 +285,7 @@ class BatchWriter:
                           **(self.target.commit_metadata or {})},
                 merge_schema=spec.schema_evolution == "add_columns" or self.target.evolve_schema,
                 new_table=self.target.new_table))
+            self.target.new_table = None
         finally:
             for df in cached:
                 df.unpersist()
