@@ -40,6 +40,7 @@ RUN mvn -q -B -P spark-jars package && mvn -q -B -P kafka-broker package && mvn 
 
 COPY . .
 RUN .venv/bin/uv pip install --python .venv/bin/python -q --no-cache --no-deps -e . \
+ && mkdir -p var/stamps && touch var/stamps/venv && make sluice-jar \
  && mkdir -p /data/lake /data/checkpoints
 
 ENV PATH=/opt/sluice/.venv/bin:/opt/sluice/.venv/lib/python3.11/site-packages/pyspark/bin:$PATH \

@@ -15,7 +15,7 @@ STAMPS := var/stamps
 export SPARK_LOCAL_IP := 127.0.0.1
 export PYSPARK_PYTHON := $(CURDIR)/$(BIN)/python
 
-.PHONY: help install venv jars airflow-db demo test test-fast bench lock lint docs chaos chaos-jar jvm-archive clean clean-data airflow-standalone kafka-up kafka-down s3-server s3-up s3-down stack stack-down system-packages
+.PHONY: help install venv jars airflow-db demo test test-fast bench lock lint docs chaos chaos-jar sluice-jar jvm-archive clean clean-data airflow-standalone kafka-up kafka-down s3-server s3-up s3-down stack stack-down system-packages
 
 help:
 	@echo "make demo    install everything, ingest sample data twice through Airflow, show the table"
@@ -79,9 +79,19 @@ $(STAMPS)/chaos-jar: $(STAMPS)/venv $(STAMPS)/jars $(wildcard jvm/chaos/dev/slui
 	jar cf var/jars/chaos/sluice-chaos.jar -C var/build/chaos .
 	@touch $@
 
+# sluice's own JVM classes (jvm/json: the field scan of JSON records, spark_jobs/records.py), compiled against
+# pyspark's jars into var/jars/sluice, which every run hands to spark-submit.
+sluice-jar: $(STAMPS)/sluice-jar
+$(STAMPS)/sluice-jar: $(STAMPS)/venv $(wildcard jvm/json/dev/sluice/json/*.java)
+	@mkdir -p $(STAMPS) var/build/json var/jars/sluice
+	rm -rf var/build/json/*
+	javac -nowarn --release 17 -d var/build/json -cp "$$($(BIN)/python -c 'import pyspark, os; print(os.path.dirname(pyspark.__file__))')/jars/*" jvm/json/dev/sluice/json/*.java
+	jar cf var/jars/sluice/sluice-json.jar -C var/build/json .
+	@touch $@
+
 # A class data archive of a warm-up run's JVM (sluice/jvm_archive.py): every driver starts ~5 s sooner.
 jvm-archive: $(STAMPS)/jvm-archive
-$(STAMPS)/jvm-archive: $(STAMPS)/venv $(STAMPS)/jars spark_jobs/warmup.py
+$(STAMPS)/jvm-archive: $(STAMPS)/venv $(STAMPS)/jars $(STAMPS)/sluice-jar spark_jobs/warmup.py
 	$(BIN)/python -m sluice.jvm_archive
 	@touch $@
 
@@ -96,7 +106,7 @@ $(STAMPS)/airflow-db: $(STAMPS)/venv
 	$(BIN)/sluice airflow db migrate > /dev/null
 	@touch $@
 
-install: venv jars chaos-jar jvm-archive airflow-db system-packages
+install: venv jars sluice-jar chaos-jar jvm-archive airflow-db system-packages
 
 # --- the two commands ---------------------------------------------------------------------------
 

@@ -113,8 +113,9 @@ class Settings(BaseModel):
         return self.var_dir / "s3"
 
     def spark_jars(self) -> list[Path]:
-        """The jars handed to spark-submit: Delta and the Kafka connector, as fetched at set-up."""
-        return self._fetched("spark", "delta-spark_", "Delta's jars")
+        """The jars handed to spark-submit: Delta and the Kafka connector, as fetched at set-up, and sluice's
+        own (``make sluice-jar``: the JSON field scan; a run without it parses as before, more slowly)."""
+        return [*self._fetched("spark", "delta-spark_", "Delta's jars"), *sorted((self.jars_dir / "sluice").glob("*.jar"))]
 
     def object_store_jars(self) -> list[Path]:
         """Hadoop's S3A file system and the AWS SDK modules it uses (``s3a://`` paths), fetched at set-up."""

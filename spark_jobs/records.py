@@ -10,14 +10,18 @@ columns, which never reach the sink table:
 * ``__sluice_raw``: the record's text, for bad records;
 * ``__sluice_origin``: the file it came from, or ``topic/partition/offset``, for bad records.
 
-JSON is parsed with ``from_json`` twice: into the schema (PERMISSIVE, with a corrupt-record column, so a
-value of the wrong type marks the record bad instead of turning into a silent null), and into a map of
-VARIANT values, which keeps the fields the schema does not declare, with their JSON types, for ``_rescued``.
+JSON is parsed with ``from_json`` into the schema (PERMISSIVE, with a corrupt-record column, so a value of
+the wrong type marks the record bad instead of turning into a silent null), and read once more for what the
+schema does not say: the fields it does not declare, with their JSON types, for ``_rescued``, and which
+declared fields hold a value (the names of the wrong ones). That second read is the project's own field
+scan (``jvm/json``, :data:`SCAN_CLASS`: one Jackson pass, the values read as Spark reads a VARIANT) when
+its jar is on the classpath, else ``from_json`` into a map of VARIANT values: the same answers, the scan
+about half the time (docs/performance.md).
 """
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from sluice.ddl import parse_ddl_schema
@@ -40,35 +44,70 @@ def _quote(name: str) -> str:
 PARSED = "__sluice_parsed"
 FIELDS = "__sluice_fields"
 NOT_AN_OBJECT = "not a JSON object (malformed, truncated, or not {...})"
+SCAN_CLASS = "dev.sluice.json.FieldScan"
+SCAN_FUNCTION = "sluice_field_scan"
+SCAN_TYPE = "struct<present string, rescued string>"
+VARIANT_DUPLICATE_KEYS = "spark.sql.variant.allowDuplicateKeys"
+
+
+def field_scan(spark: SparkSession) -> bool:
+    """Whether the session has the project's field scan (registered as :data:`SCAN_FUNCTION`); False when
+    its jar is not on the classpath (a spark-submit without the project's jars): the map parse then."""
+    try:
+        spark.udf.registerJavaFunction(SCAN_FUNCTION, SCAN_CLASS, SCAN_TYPE)
+    except Exception:  # noqa: BLE001 - the class is missing (Spark's error type varies): not available
+        return False
+    return True
+
+
+def _scan_config(spark: SparkSession, names: list[str], options: dict[str, str]) -> str:
+    """The scan's configuration argument (its format: ``FieldScan``'s documentation)."""
+    duplicates = (spark.conf.get(VARIANT_DUPLICATE_KEYS, "false") or "false").lower()
+    pairs = "".join(f"\x01{key}\x01{value}" for key, value in options.items())
+    return "\x02".join(names) + f"\x01{duplicates}" + pairs
 
 
 def json_columns(df: DataFrame, text: Column, schema: str, options: dict[str, str], *, rescue: bool,
-                 keep: list[Column]) -> tuple[DataFrame, list[Column], Column]:
+                 keep: list[Column], scan: bool | None = None) -> tuple[DataFrame, list[Column], Column]:
     """``df`` with each record's JSON ``text`` parsed, and over it the declared columns (and ``_rescued``)
     and the error column (null when the record is good). ``text`` is expected not null.
 
     The two parses are columns of their own (``keep`` are the other columns carried along), so each runs
     once per record: written inline, Spark evaluates ``from_json`` again for every column that reads it
-    (its expressions are interpreted, not code-generated, and not shared between the columns)."""
+    (its expressions are interpreted, not code-generated, and not shared between the columns).
+
+    ``scan``: read the undeclared fields with the field scan (None: when the session has it,
+    :func:`field_scan`; False: the map parse, the reference the tests compare the scan with)."""
     names = [name for name, _ in parse_ddl_schema(schema)]
     types = dict(parse_ddl_schema(schema))
     # a UTF-8 byte-order mark at the start of a file (startswith: a regular expression per record costs more)
     text = F.when(text.startswith(BOM), F.substring(text, 2, 2**31 - 1)).otherwise(text)
     parse_options = {**options, "mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT}
+    spark = df.sparkSession
+    if scan is not False:
+        available = field_scan(spark)  # registers it in the session
+        if scan and not available:
+            raise RuntimeError(f"{SCAN_CLASS} is not on the classpath: run `make sluice-jar` (var/jars/sluice)")
+        scan = available
+    if scan:
+        read_fields = F.call_udf(SCAN_FUNCTION, text, F.lit(_scan_config(spark, names, dict(options))))
+    else:
+        read_fields = F.from_json(text, "map<string,variant>", dict(options))
     staged = df.select(F.inline(F.array(F.struct(
         *keep,
         F.from_json(text, f"{schema}, {_quote(CORRUPT)} STRING", parse_options).alias(PARSED),
-        F.from_json(text, "map<string,variant>", dict(options)).alias(FIELDS),
+        read_fields.alias(FIELDS),
     ))))
     parsed, fields = F.col(PARSED), F.col(FIELDS)
+
+    def holds_value(i: int, name: str) -> Column:
+        if scan:
+            return F.substring(fields.getField("present"), i + 1, 1) == "1"
+        return fields.getItem(name).isNotNull() & ~F.call_function("is_variant_null", fields.getItem(name))
+
     mismatched = F.concat_ws(", ", *[
-        F.when(
-            fields.getItem(n).isNotNull()
-            & ~F.call_function("is_variant_null", fields.getItem(n))
-            & parsed.getField(n).isNull(),
-            F.lit(f"{n} {types[n]}"),
-        )
-        for n in names
+        F.when(holds_value(i, n) & parsed.getField(n).isNull(), F.lit(f"{n} {types[n]}"))
+        for i, n in enumerate(names)
     ])
     error = (
         F.when(parsed.isNull() | fields.isNull(), F.lit(NOT_AN_OBJECT))
@@ -77,7 +116,9 @@ def json_columns(df: DataFrame, text: Column, schema: str, options: dict[str, st
               .otherwise(F.lit("does not fit the schema")))
     )
     columns = [parsed.getField(n).alias(n) for n in names]
-    if rescue:
+    if rescue and scan:
+        columns.append(fields.getField("rescued").alias(RESCUED_COLUMN))
+    elif rescue:
         known = F.array(*[F.lit(n) for n in names])
         extra = F.map_filter(fields, lambda k, _v: ~F.array_contains(known, k))
         # map_filter is interpreted: only for the records that have fields beyond the schema

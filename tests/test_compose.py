@@ -90,6 +90,7 @@ def test_one_image_built_from_the_repo_for_every_sluice_service(compose):
     used = set(re.findall(r"mvn -q -B -P ([\w-]+) package", dockerfile))
     assert used == {"spark-jars", "kafka-broker", "s3-jars"} <= profiles
     assert "openjdk-17" in dockerfile and "python:3.11" in dockerfile
+    assert "make sluice-jar" in dockerfile  # sluice's own classes (jvm/json), compiled in the image
     ignored = (PROJECT / ".dockerignore").read_text(encoding="utf-8").split()
     assert {".venv", "var", ".git"} <= set(ignored)
 
