@@ -29,8 +29,9 @@ import org.apache.spark.types.variant.VariantBuilder;
  * {@code to_json} writes a VARIANT, keys in the record's order (a repeated top-level key kept, as the map
  * keeps it), and a declared field counts as present by its first occurrence (a map lookup finds the first).
  *
- * <p>Arguments: the record's text, and the configuration {@link #config} built: the declared names, the
- * duplicate-keys setting and the JSON options. Result: {@code struct<present string, rescued string>}, with
+ * <p>Arguments: the record's text, and the configuration (built by spark_jobs/records.py): the declared names
+ * joined by U+0002, then, each after a U+0001, whether VARIANT keeps duplicate keys
+ * ({@code spark.sql.variant.allowDuplicateKeys}) and the JSON options as name, value, name, value. Result: {@code struct<present string, rescued string>}, with
  * {@code present} a '1' or '0' per declared name (in order) and {@code rescued} null when there is no
  * undeclared field; or null when the text is not one JSON object (the map parse's null).
  */
@@ -40,14 +41,6 @@ public final class FieldScan implements UDF2<String, String, Row> {
   static final char KV = '\u0002';
   private static final JsonFactory OUT = new JsonFactory();
   private static final Map<String, Config> CONFIGS = new ConcurrentHashMap<>();
-
-  /** The configuration argument: names, then whether VARIANT keeps duplicate keys, then options as key, value. */
-  public static String config(String[] names, boolean allowDuplicateKeys, String[] optionPairs) {
-    StringBuilder b = new StringBuilder();
-    b.append(String.join(String.valueOf(KV), names)).append(SEP).append(allowDuplicateKeys);
-    for (String s : optionPairs) b.append(SEP).append(s);
-    return b.toString();
-  }
 
   static final class Config {
     final Map<String, Integer> index = new HashMap<>();
