@@ -10,16 +10,20 @@ columns, which never reach the sink table:
 * ``__sluice_raw``: the record's text, for bad records;
 * ``__sluice_origin``: the file it came from, or ``topic/partition/offset``, for bad records.
 
-JSON is parsed with ``from_json`` into the schema (PERMISSIVE, with a corrupt-record column, so a value of
-the wrong type marks the record bad instead of turning into a silent null), and read once more for what the
+JSON is parsed as ``from_json`` parses it into the schema (PERMISSIVE, with a corrupt-record column, so a
+value of the wrong type marks the record bad instead of turning into a silent null), and read for what the
 schema does not say: the fields it does not declare, with their JSON types, for ``_rescued``, and which
-declared fields hold a value (the names of the wrong ones). That second read is the project's own field
-scan (``jvm/json``, :data:`SCAN_CLASS`: one Jackson pass, the values read as Spark reads a VARIANT) when
-its jar is on the classpath, else ``from_json`` into a map of VARIANT values: the same answers, the scan
-about half the time (docs/performance.md).
+declared fields hold a value (the names of the wrong ones). With the project's jar on the classpath
+(``jvm/json``) both are one UDF per record (:data:`PARSE_CLASS`: Spark's own JSON parser over the record's
+string for the columns, and the field scan, :data:`SCAN_CLASS`, whose values are read as Spark reads a
+VARIANT), for a schema of the types it hands back exactly; else ``from_json`` and the field scan; without
+the jar, ``from_json`` and ``from_json`` into a map of VARIANT values. The same answers each way, the one
+UDF well under half the two ``from_json``'s time (docs/performance.md).
 """
 
 from __future__ import annotations
+
+import hashlib
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -48,6 +52,7 @@ SCAN_CLASS = "dev.sluice.json.FieldScan"
 SCAN_FUNCTION = "sluice_field_scan"
 SCAN_TYPE = "struct<present string, rescued string>"
 VARIANT_DUPLICATE_KEYS = "spark.sql.variant.allowDuplicateKeys"
+PARSE_CLASS = "dev.sluice.json.RecordParse"
 
 
 def field_scan(spark: SparkSession) -> bool:
@@ -60,6 +65,21 @@ def field_scan(spark: SparkSession) -> bool:
     return True
 
 
+def record_parse(spark: SparkSession, schema: str) -> str | None:
+    """The name under which the single pass (:data:`PARSE_CLASS`: the declared columns and the field scan
+    in one UDF) is registered for ``schema``, or None: its jar is not on the classpath, or the schema has a
+    type it does not hand back (``RecordParse.supports``), which ``from_json`` then parses as before."""
+    try:
+        returned = spark._jvm.dev.sluice.json.RecordParse.returnType(schema)
+    except Exception:  # noqa: BLE001 - the class is missing (py4j finds a package, not a class)
+        return None
+    if returned is None:
+        return None
+    name = "sluice_record_parse_" + hashlib.sha1(schema.encode()).hexdigest()[:16]
+    spark.udf.registerJavaFunction(name, PARSE_CLASS, returned)
+    return name
+
+
 def _scan_config(spark: SparkSession, names: list[str], options: dict[str, str]) -> str:
     """The scan's configuration argument (its format: ``FieldScan``'s documentation)."""
     duplicates = (spark.conf.get(VARIANT_DUPLICATE_KEYS, "false") or "false").lower()
@@ -68,7 +88,8 @@ def _scan_config(spark: SparkSession, names: list[str], options: dict[str, str])
 
 
 def json_columns(df: DataFrame, text: Column, schema: str, options: dict[str, str], *, rescue: bool,
-                 keep: list[Column], scan: bool | None = None) -> tuple[DataFrame, list[Column], Column]:
+                 keep: list[Column], scan: bool | None = None,
+                 single: bool | None = None) -> tuple[DataFrame, list[Column], Column]:
     """``df`` with each record's JSON ``text`` parsed, and over it the declared columns (and ``_rescued``)
     and the error column (null when the record is good). ``text`` is expected not null.
 
@@ -77,28 +98,50 @@ def json_columns(df: DataFrame, text: Column, schema: str, options: dict[str, st
     (its expressions are interpreted, not code-generated, and not shared between the columns).
 
     ``scan``: read the undeclared fields with the field scan (None: when the session has it,
-    :func:`field_scan`; False: the map parse, the reference the tests compare the scan with)."""
+    :func:`field_scan`; False: the map parse, the reference the tests compare the scan with).
+
+    ``single``: the declared columns and the scan in one pass (:func:`record_parse`; None: when the session
+    has it and the schema's types allow, unless ``scan`` is False; False: ``from_json`` and the scan, the
+    reference the tests compare it with)."""
     names = [name for name, _ in parse_ddl_schema(schema)]
     types = dict(parse_ddl_schema(schema))
     # a UTF-8 byte-order mark at the start of a file (startswith: a regular expression per record costs more)
     text = F.when(text.startswith(BOM), F.substring(text, 2, 2**31 - 1)).otherwise(text)
     parse_options = {**options, "mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT}
     spark = df.sparkSession
-    if scan is not False:
+    one_pass = None
+    if single is not False and scan is not False:
+        one_pass = record_parse(spark, schema)
+        if single and one_pass is None:
+            raise RuntimeError(f"{PARSE_CLASS} is not on the classpath, or does not take the schema {schema!r}")
+    if one_pass is not None:
+        scan = True
+    elif scan is not False:
         available = field_scan(spark)  # registers it in the session
         if scan and not available:
             raise RuntimeError(f"{SCAN_CLASS} is not on the classpath: run `make sluice-jar` (var/jars/sluice)")
         scan = available
-    if scan:
-        read_fields = F.call_udf(SCAN_FUNCTION, text, F.lit(_scan_config(spark, names, dict(options))))
+    if one_pass is not None:
+        time_zone = spark.conf.get("spark.sql.session.timeZone")
+        config = f"{schema}\x03{time_zone}\x03{_scan_config(spark, names, dict(options))}"
+        staged = df.select(F.inline(F.array(F.struct(
+            *keep, F.call_udf(one_pass, text, F.lit(config)).alias(FIELDS)))))
+        fields = F.col(FIELDS)
+        parsed, corrupt = fields.getField("value"), fields.getField("corrupt")
+        not_an_object = parsed.isNull() | fields.getField("present").isNull()
     else:
-        read_fields = F.from_json(text, "map<string,variant>", dict(options))
-    staged = df.select(F.inline(F.array(F.struct(
-        *keep,
-        F.from_json(text, f"{schema}, {_quote(CORRUPT)} STRING", parse_options).alias(PARSED),
-        read_fields.alias(FIELDS),
-    ))))
-    parsed, fields = F.col(PARSED), F.col(FIELDS)
+        if scan:
+            read_fields = F.call_udf(SCAN_FUNCTION, text, F.lit(_scan_config(spark, names, dict(options))))
+        else:
+            read_fields = F.from_json(text, "map<string,variant>", dict(options))
+        staged = df.select(F.inline(F.array(F.struct(
+            *keep,
+            F.from_json(text, f"{schema}, {_quote(CORRUPT)} STRING", parse_options).alias(PARSED),
+            read_fields.alias(FIELDS),
+        ))))
+        parsed, fields = F.col(PARSED), F.col(FIELDS)
+        corrupt = parsed.getField(CORRUPT).isNotNull()
+        not_an_object = parsed.isNull() | fields.isNull()
 
     def holds_value(i: int, name: str) -> Column:
         if scan:
@@ -110,8 +153,8 @@ def json_columns(df: DataFrame, text: Column, schema: str, options: dict[str, st
         for i, n in enumerate(names)
     ])
     error = (
-        F.when(parsed.isNull() | fields.isNull(), F.lit(NOT_AN_OBJECT))
-        .when(parsed.getField(CORRUPT).isNotNull(),
+        F.when(not_an_object, F.lit(NOT_AN_OBJECT))
+        .when(corrupt,
               F.when(mismatched != "", F.concat(F.lit("field(s) that do not fit the schema: "), mismatched))
               .otherwise(F.lit("does not fit the schema")))
     )

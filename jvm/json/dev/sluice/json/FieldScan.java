@@ -47,6 +47,7 @@ public final class FieldScan implements UDF2<String, String, Row> {
     final int size;
     final boolean allowDuplicateKeys;
     final JsonFactory factory;
+    final Map<String, String> options = new HashMap<>();
 
     Config(String text) {
       String[] parts = text.split(String.valueOf(SEP), -1);
@@ -54,18 +55,23 @@ public final class FieldScan implements UDF2<String, String, Row> {
       for (int i = 0; i < names.length; i++) index.putIfAbsent(names[i], i);
       size = names.length;
       allowDuplicateKeys = Boolean.parseBoolean(parts[1]);
-      java.util.Map<String, String> options = new java.util.HashMap<>();
       for (int i = 2; i + 1 < parts.length; i += 2) options.put(parts[i], parts[i + 1]);
-      scala.collection.immutable.Map<String, String> scalaOptions =
-          scala.collection.immutable.Map$.MODULE$.from(scala.jdk.javaapi.CollectionConverters.asScala(options));
-      factory = new JSONOptions(scalaOptions, "UTC", "_corrupt_record").buildJsonFactory();
+      factory = new JSONOptions(scalaMap(options), "UTC", "_corrupt_record").buildJsonFactory();
     }
+  }
+
+  static scala.collection.immutable.Map<String, String> scalaMap(Map<String, String> map) {
+    return scala.collection.immutable.Map$.MODULE$.from(scala.jdk.javaapi.CollectionConverters.asScala(map));
   }
 
   @Override
   public Row call(String text, String configText) throws IOException {
     if (text == null) return null;
-    Config config = CONFIGS.computeIfAbsent(configText, Config::new);
+    return scan(CONFIGS.computeIfAbsent(configText, Config::new), text);
+  }
+
+  /** The scan of one record (not null): its result, or null when the text is not one JSON object. */
+  static Row scan(Config config, String text) throws IOException {
     char[] present = new char[config.size];
     java.util.Arrays.fill(present, '0');
     boolean[] seen = new boolean[config.size];

@@ -1,0 +1,113 @@
+"""The single pass (jvm/json ``RecordParse``, ``spark_jobs.records``): the declared columns and the field scan
+in one UDF, the columns from Spark's own JSON parser over the record's string. It must give what
+``from_json`` and the field scan give, record for record: the declared columns (a bad record's partial row
+too), the error and ``_rescued``; each case runs through both, with the types and parser options a spec can
+set, and in a session time zone other than UTC.
+"""
+
+from __future__ import annotations
+
+import pytest
+from pyspark.sql import functions as F
+
+from sluice.ddl import parse_ddl_schema
+from spark_jobs.records import BAD, json_columns, record_parse
+from tests.spark_jobs.test_field_scan import OPTIONS, RECORDS, SCHEMA, VALUES
+
+TYPED = ("i INT, s SMALLINT, t TINYINT, f FLOAT, b BOOLEAN, d DATE, ts TIMESTAMP, ntz TIMESTAMP_NTZ, "
+         "dec DECIMAL(10, 2), big DECIMAL(38, 18), bin BINARY, arr ARRAY<STRUCT<k: STRING, v: DOUBLE>>, "
+         "deep STRUCT<x: STRUCT<y: ARRAY<BIGINT>>>")
+
+TYPED_VALUES = [
+    *VALUES, '"2026-11-01"', '"2026-11-01T10:00:00"', '"2026-11-01 10:00:00.123456"', '"2026-11-01T10:00:00+05:30"',
+    '"2026-02-30"', '"11/01/2026"', '"1582-10-10T00:00:00Z"', '"0001-01-01T00:00:00Z"', '"9999-12-31T23:59:59.999999Z"',
+    '"12.345"', '"1e2"', "123.456", "99999999.995", "-0.005", '"YWJj"', '"not base64!"', '"NaN"', '"Infinity"', '"-INF"',
+    '"true"', "32767", "32768", "127", "128", "-129", "3.4028235e38", "3.5e38", "1e-50",
+    '[{"k": "a", "v": 1}, {"k": "b", "v": "x"}, null]', '[{"k": 1}]', '{"x": {"y": [1, "2", 3]}}', '{"x": {"y": 1}}',
+    '{"x": null}', '{"x": {"y": [1, 2], "y": [3]}}',
+]
+TYPED_RECORDS = [
+    *[f'{{"{field}": {v}, "z": 1}}' for field, _ in parse_ddl_schema(TYPED) for v in TYPED_VALUES],
+    '{"i": 1, "i": "x"}', '{"i": "x", "i": 1}', '{"d": "2026-11-01", "d": null}', '{"ts": 1700000000}',
+    '{"ts": 1700000000.5}', '{"ntz": "2026-11-01T10:00:00Z"}', '{"arr": {"k": "a"}}', '{"deep": []}',
+]
+
+TYPED_OPTIONS = [
+    {},
+    {"timestampFormat": "yyyy-MM-dd HH:mm:ss", "dateFormat": "MM/dd/yyyy"},
+    {"timestampNTZFormat": "yyyy-MM-dd'T'HH:mm:ss", "allowNonNumericNumbers": "false"},
+    {"allowComments": "true", "timestampFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSXXX"},
+]
+
+
+def parsed(spark, records: list[str], schema: str, options: dict[str, str], *, single: bool | None,
+           as_text: bool = False) -> list[tuple]:
+    df = spark.createDataFrame([(i, r) for i, r in enumerate(records)], "n INT, value STRING")
+    staged, columns, error = json_columns(df, F.col("value"), schema, options, rescue=True, keep=[F.col("n")],
+                                          scan=True, single=single)
+    if as_text:  # every value as Spark writes it (a year-1 timestamp is no Python datetime in every zone)
+        columns = [c.cast("string") for c in columns]
+    rows = staged.select("n", *columns, error.alias(BAD)).orderBy("n").collect()
+    return [tuple(row) for row in rows]
+
+
+def differences(spark, records: list[str], schema: str, options: dict[str, str], *,
+                as_text: bool = False) -> list[tuple]:
+    one, two = (parsed(spark, records, schema, options, single=s, as_text=as_text) for s in (True, False))
+    assert len(one) == len(records)
+    # compared as text: a NaN value is equal to itself there
+    return [(records[a[0]], a, b) for a, b in zip(one, two, strict=True) if repr(a) != repr(b)]
+
+
+def test_the_test_session_has_the_single_pass_for_these_schemas(spark):
+    assert record_parse(spark, SCHEMA) and record_parse(spark, TYPED)
+
+
+@pytest.mark.parametrize("options", OPTIONS, ids=lambda o: ",".join(o) or "defaults")
+def test_the_single_pass_gives_what_from_json_and_the_scan_gave_on_every_record(spark, options):
+    assert differences(spark, RECORDS, SCHEMA, options) == []
+
+
+@pytest.mark.parametrize("options", TYPED_OPTIONS, ids=lambda o: ",".join(o) or "defaults")
+def test_every_type_and_format_as_from_json_gives_it(spark, options):
+    assert differences(spark, TYPED_RECORDS, TYPED, options, as_text=True) == []
+
+
+def test_timestamps_without_an_offset_are_read_in_the_session_time_zone(spark):
+    before = spark.conf.get("spark.sql.session.timeZone")
+    spark.conf.set("spark.sql.session.timeZone", "America/New_York")
+    try:
+        records = ['{"ts": "2026-03-08T02:30:00"}', '{"ts": "2026-11-01T01:30:00"}', '{"d": "2026-11-01", "z": 1}',
+                   '{"ts": "2026-11-01T01:30:00Z", "ntz": "2026-11-01T01:30:00"}']
+        assert differences(spark, records, TYPED, {}, as_text=True) == []
+        rows = parsed(spark, [records[1], records[3]], "ts TIMESTAMP", {}, single=True, as_text=True)
+        # as Spark shows them in the session's zone: 01:30 on the day New York's clocks go back is the first
+        # one (EDT, UTC-4); the instant 01:30 UTC is 21:30 the evening before
+        assert [r[1] for r in rows] == ["2026-11-01 01:30:00", "2026-10-31 21:30:00"]
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", before)
+
+
+def test_a_schema_with_a_map_is_parsed_by_from_json(spark):
+    schema = "id BIGINT, tags MAP<STRING, INT>"
+    assert record_parse(spark, schema) is None
+    rows = parsed(spark, ['{"id": 1, "tags": {"a": 1, "b": "x"}}', '{"id": 2, "tags": {"a": 1}, "q": 0}'], schema,
+                  {}, single=None)
+    assert rows == [(0, 1, None, None, "field(s) that do not fit the schema: tags MAP<STRING, INT>"),
+                    (1, 2, {"a": 1}, '{"q":0}', None)]
+    with pytest.raises(RuntimeError, match="does not take the schema"):
+        parsed(spark, [], schema, {}, single=True)
+
+
+def test_what_the_single_pass_gives_on_a_few_records(spark):
+    records = ['{"id": 1, "x": {"b": 1.50}, "customer": "c", "ts": "2026-11-01T10:00:00Z"}',
+               '{"id": "7", "amount": 2.5, "y": true}',
+               '{"id": 2, "x": {"a": 1, "a": 2}}',
+               "[1, 2]"]
+    rows = parsed(spark, records, SCHEMA, {}, single=True)
+    assert [(r[1], r[2] is not None, r[3], r[4], r[6], r[7]) for r in rows] == [
+        (1, True, "c", None, '{"x":{"b":1.5}}', None),
+        (None, False, None, 2.5, '{"y":true}', "field(s) that do not fit the schema: id BIGINT"),
+        (2, False, None, None, None, "not a JSON object (malformed, truncated, or not {...})"),
+        (None, False, None, None, None, "not a JSON object (malformed, truncated, or not {...})"),
+    ]
