@@ -109,19 +109,11 @@ def json_columns(df: DataFrame, text: Column, schema: str, options: dict[str, st
     text = F.when(text.startswith(BOM), F.substring(text, 2, 2**31 - 1)).otherwise(text)
     parse_options = {**options, "mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT}
     spark = df.sparkSession
-    one_pass = None
-    if single is not False and scan is not False:
-        one_pass = record_parse(spark, schema)
-        if single and one_pass is None:
-            raise RuntimeError(f"{PARSE_CLASS} is not on the classpath, or does not take the schema {schema!r}")
+    one_pass = record_parse(spark, schema) if single is not False and scan is not False else None
+    if single and one_pass is None:
+        raise RuntimeError(f"{PARSE_CLASS} is not on the classpath, or does not take the schema {schema!r}")
     if one_pass is not None:
-        scan = True
-    elif scan is not False:
-        available = field_scan(spark)  # registers it in the session
-        if scan and not available:
-            raise RuntimeError(f"{SCAN_CLASS} is not on the classpath: run `make sluice-jar` (var/jars/sluice)")
-        scan = available
-    if one_pass is not None:
+        scan = True  # the single pass holds the scan's answers
         time_zone = spark.conf.get("spark.sql.session.timeZone")
         config = f"{schema}\x03{time_zone}\x03{_scan_config(spark, names, dict(options))}"
         staged = df.select(F.inline(F.array(F.struct(
@@ -130,6 +122,11 @@ def json_columns(df: DataFrame, text: Column, schema: str, options: dict[str, st
         parsed, corrupt = fields.getField("value"), fields.getField("corrupt")
         not_an_object = parsed.isNull() | fields.getField("present").isNull()
     else:
+        if scan is not False:
+            available = field_scan(spark)  # registers it in the session
+            if scan and not available:
+                raise RuntimeError(f"{SCAN_CLASS} is not on the classpath: run `make sluice-jar` (var/jars/sluice)")
+            scan = available
         if scan:
             read_fields = F.call_udf(SCAN_FUNCTION, text, F.lit(_scan_config(spark, names, dict(options))))
         else:

@@ -80,9 +80,7 @@ public final class RecordParse implements UDF2<String, String, Row> {
   /** The UDF's return type for a declared schema (DDL), or null when {@link #supports} refuses a type in it. */
   public static String returnType(String ddl) {
     StructType schema = StructType.fromDDL(ddl).asNullable();
-    for (StructField field : schema.fields()) {
-      if (!supports(field.dataType())) return null;
-    }
+    if (!supports(schema)) return null;
     return "struct<present string, rescued string, corrupt boolean, value " + schema.sql() + ">";
   }
 
