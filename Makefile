@@ -15,7 +15,7 @@ STAMPS := var/stamps
 export SPARK_LOCAL_IP := 127.0.0.1
 export PYSPARK_PYTHON := $(CURDIR)/$(BIN)/python
 
-.PHONY: help install venv jars airflow-db demo test test-fast bench lock lint docs chaos chaos-jar sluice-jar jvm-archive clean clean-data airflow-standalone kafka-up kafka-down s3-server s3-up s3-down stack stack-down system-packages
+.PHONY: help install venv jars airflow-db demo test test-fast bench lock lint docs chaos chaos-jar sluice-jar jvm-archive clean clean-cache clean-data airflow-standalone kafka-up kafka-down s3-server s3-up s3-down stack stack-down system-packages
 
 help:
 	@echo "make demo    install everything, ingest sample data twice through Airflow, show the table"
@@ -95,9 +95,10 @@ $(STAMPS)/jvm-archive: $(STAMPS)/venv $(STAMPS)/jars $(STAMPS)/sluice-jar spark_
 	$(BIN)/python -m sluice.jvm_archive
 	@touch $@
 
-# The local S3 server (SeaweedFS), built once from its pinned Go module into var/bin/weed (sluice/s3_server.py):
-# ~7 min the first time, with ~4 GB of Go caches in var/go (deleted after the build); skipped while the pinned
-# binary is there.
+# The local S3 server (SeaweedFS), built once per version from its pinned Go module into the user's build cache
+# (~/.cache/sluice/seaweedfs, keyed by module version, Go version and flags; sluice/build_cache.py) and copied to
+# var/bin/weed: ~7 min the first time on a machine, with ~4 GB of Go caches in var/go (deleted after the build);
+# a second clone copies the checked binary. Skipped while the pinned binary is in var/bin.
 s3-server: $(STAMPS)/venv
 	$(BIN)/python -m sluice.s3_server build
 
@@ -113,8 +114,15 @@ install: venv jars sluice-jar chaos-jar jvm-archive airflow-db system-packages
 demo: install
 	$(BIN)/python include/demo.py
 
+# Two pytest-xdist workers on the 2-core machine, the longest tests first (tests/durations.json): most of the
+# suite waits on subprocesses (spark-submit, Airflow, the broker), so two keep both cores busy. Each worker has
+# its own SparkSession, Kafka broker and S3 server; every server a test starts takes a free port
+# (docs/development.md, "How the suite runs"). PYTEST_WORKERS=0 runs it in one process.
+PYTEST_WORKERS ?= 2
+PYTEST := $(BIN)/python -m pytest $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist worksteal)
+
 test: install s3-server
-	$(BIN)/python -m pytest
+	$(PYTEST)
 
 bench: install s3-server
 	$(BIN)/python bench/run_bench.py
@@ -124,7 +132,7 @@ chaos: install s3-server
 	$(BIN)/python bench/chaos.py --rounds $${CHAOS_ROUNDS:-50} --storage $${CHAOS_STORAGE:-local} $${CHAOS_ARGS:---parallel}
 
 test-fast: install s3-server
-	$(BIN)/python -m pytest -m "not e2e"
+	$(PYTEST) -m "not e2e"
 
 # --- running things by hand ------------------------------------------------------------------------
 
@@ -168,6 +176,12 @@ s3-down: venv
 clean-data:
 	rm -rf var/lake var/checkpoints
 
+# The clone's own set-up; the user's build cache (outside the clone, shared by clones) stays: see clean-cache.
 clean:
 	chmod -R u+w var/go 2> /dev/null || true  # Go keeps its module cache read-only
 	rm -rf $(VENV) var target
+
+# The user's build cache of outputs keyed by pinned versions (the SeaweedFS binary; sluice/build_cache.py): the
+# next `make s3-server` builds again.
+clean-cache: venv
+	rm -rf "$$($(BIN)/python -c 'from sluice.build_cache import cache_root; print(cache_root())')"

@@ -2,7 +2,8 @@
 volume server, filer and the S3 gateway), data in ``var/s3``.
 
 The binary is built from SeaweedFS's Go module at set-up (``make s3-server``: :func:`build_command`, pinned
-in :data:`SEAWEEDFS_MODULE`) into ``var/bin/weed``; nothing is downloaded at run time. Used by
+in :data:`SEAWEEDFS_MODULE`) into the user's build cache (:func:`cached_binary`, outside the clone), once per
+version, and copied to ``var/bin/weed``; nothing is downloaded at run time. Used by
 ``make s3-up``/``s3-down`` (``sluice s3 up|down|status|env``) and the test suite's fixture.
 
 Credentials are generated at the first start and kept in ``var/s3/credentials.json`` (mode 0600): the
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import secrets
 import shutil
 import subprocess
@@ -28,6 +30,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sluice.build_cache import CachedFile, cache_root
 from sluice.kafka_broker import free_port, port_open
 from sluice.process import ServerState, stop_process
 from sluice.readiness import log_tail, wait_until
@@ -116,25 +119,47 @@ def client_env(home: Path, port: int) -> dict[str, str]:
             "AWS_SECRET_ACCESS_KEY": creds["secret_key"], "AWS_REGION": REGION}
 
 
-def build_command(var_dir: Path) -> str:
-    """The shell commands that build the pinned SeaweedFS into ``var/bin/weed`` (``make s3-server``).
+#: The flags the binary is built with: part of its cache key (a binary built otherwise is another build).
+BUILD_FLAGS = "CGO_ENABLED=0 -trimpath -ldflags=-s"
+
+
+def build_command(var_dir: Path, output: Path) -> str:
+    """The shell commands that build the pinned SeaweedFS into ``output`` (``make s3-server``).
 
     ``go install module@version`` is refused (its go.mod has a replace directive): the module is downloaded
     with ``go mod download`` and built in its own folder, with its own go.sum (``-mod=readonly``). Go's caches
     and its work folder live in ``var/go`` (about 4 GB at the peak, nothing in ``/tmp``) and are deleted once the
-    binary is in place: a shared disk gets its space back, and only a new pinned version builds again. A failed
-    build keeps them for the next try; ``make clean`` deletes them."""
+    binary is built: a shared disk gets its space back. A failed build keeps them for the next try; ``make
+    clean`` deletes them."""
     go = var_dir / "go"
     return (
-        f"mkdir -p {go}/tmp {var_dir}/bin && "
+        f"mkdir -p {go}/tmp {output.parent} && "
         f"export GOMODCACHE={go}/mod GOCACHE={go}/cache GOTMPDIR={go}/tmp GOFLAGS=-mod=readonly CGO_ENABLED=0 "
         "GOTOOLCHAIN=local && "
         f"dir=$(go mod download -json {SEAWEEDFS_MODULE}@{SEAWEEDFS_VERSION} | {sys.executable} -c "
         "'import json, sys; print(json.load(sys.stdin)[\"Dir\"])') && "
-        f"cd $dir && go build -trimpath -ldflags=-s -o {binary_path(var_dir)}.tmp ./weed && "
-        f"mv {binary_path(var_dir)}.tmp {binary_path(var_dir)} && echo {SEAWEEDFS_VERSION} > {build_stamp(var_dir)} && "
+        f"cd $dir && go build -trimpath -ldflags=-s -o {output} ./weed && "
         f"cd / && chmod -R u+w {go} && rm -rf {go}"
     )
+
+
+def go_version() -> str:
+    """The Go toolchain's version (``go1.26.8``): part of the binary's cache key."""
+    try:
+        found = subprocess.run(["go", "env", "GOVERSION"], capture_output=True, text=True, check=True,
+                               env={**os.environ, "GOTOOLCHAIN": "local"}).stdout.strip()
+    except (OSError, subprocess.CalledProcessError) as err:
+        raise S3ServerError(f"Go is needed to build the local S3 server (SeaweedFS) and `go env GOVERSION` "
+                            f"failed ({err}): install Go 1.24 or newer and run `make s3-server` again") from None
+    return found
+
+
+def cached_binary(go: str | None = None) -> CachedFile:
+    """The binary's entry in the user's build cache (:mod:`sluice.build_cache`), keyed by the pinned module
+    version, the Go version, the build flags and the machine: a second clone copies it instead of building."""
+    return CachedFile(cache_root(), "seaweedfs", {
+        "module": SEAWEEDFS_VERSION, "go": go or go_version(), "flags": BUILD_FLAGS, "arch": platform.machine(),
+    }, "weed")
 
 
 #: Free space the build needs at its peak (Go's module and build caches), checked before it starts.
@@ -303,7 +328,8 @@ def _write_private(path: Path, text: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m sluice.s3_server build``: build the pinned SeaweedFS into ``var/bin/weed`` unless it is there."""
+    """``python -m sluice.s3_server build``: put the pinned SeaweedFS at ``var/bin/weed`` unless it is there: copied
+    from the user's build cache when a checked entry is there, else built into the cache first."""
     from sluice.settings import load_settings
 
     argv = sys.argv[1:] if argv is None else argv
@@ -314,16 +340,28 @@ def main(argv: list[str] | None = None) -> int:
     if built(var_dir):
         print(f"SeaweedFS {SEAWEEDFS_VERSION}: {binary_path(var_dir)} is built")
         return 0
-    var_dir.mkdir(parents=True, exist_ok=True)
-    free = shutil.disk_usage(var_dir).free
-    if free < BUILD_SPACE_BYTES:
-        print(f"warning: {free / 1024**3:.1f} GB free at {var_dir}; the SeaweedFS build needs about "
-              f"{BUILD_SPACE_BYTES / 1024**3:.0f} GB for Go's caches while it runs (deleted after it). If it stops "
-              "with 'no space left on device', free space there and run `make s3-server` again", flush=True)
-    print(f"building SeaweedFS {SEAWEEDFS_VERSION} from its Go module into {binary_path(var_dir)} "
-          "(once; ~7 min on 2 cores, Go caches in var/go while it runs)", flush=True)
-    return subprocess.run(["bash", "-euo", "pipefail", "-c", build_command(var_dir)]).returncode
-
+    cached = cached_binary()
+    if not cached.valid():
+        var_dir.mkdir(parents=True, exist_ok=True)
+        free = shutil.disk_usage(var_dir).free
+        if free < BUILD_SPACE_BYTES:
+            print(f"warning: {free / 1024**3:.1f} GB free at {var_dir}; the SeaweedFS build needs about "
+                  f"{BUILD_SPACE_BYTES / 1024**3:.0f} GB for Go's caches while it runs (deleted after it). If it "
+                  "stops with 'no space left on device', free space there and run `make s3-server` again",
+                  flush=True)
+        print(f"building SeaweedFS {SEAWEEDFS_VERSION} from its Go module into {cached.folder} (the user's build "
+              "cache; once per version: ~7 min on 2 cores, Go caches in var/go while it runs)", flush=True)
+        output = var_dir / "go-build" / "weed"
+        code = subprocess.run(["bash", "-euo", "pipefail", "-c", build_command(var_dir, output)]).returncode
+        if code:
+            return code
+        cached.store(output)
+        shutil.rmtree(output.parent, ignore_errors=True)
+    else:
+        print(f"SeaweedFS {SEAWEEDFS_VERSION}: copied from the build cache ({cached.folder}, checksum checked)")
+    cached.copy_to(binary_path(var_dir))
+    build_stamp(var_dir).write_text(SEAWEEDFS_VERSION + "\n", encoding="utf-8")
+    return 0
 
 if __name__ == "__main__":
     raise SystemExit(main())
