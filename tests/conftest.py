@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import json
 import logging
 import os
 import shutil
@@ -28,6 +29,52 @@ logging.getLogger("py4j").setLevel(logging.WARNING)
 from sluice.settings import Settings, load_settings  # noqa: E402
 
 PROJECT = Path(__file__).resolve().parent.parent
+DURATIONS = Path(__file__).resolve().parent / "durations.json"
+"""Each test's duration (call + set-up + tear-down, seconds) in a recent full run: `make test` starts the longest
+first, so that its two workers end together (docs/development.md, "How the suite runs"). Written by
+``SLUICE_RECORD_DURATIONS=path``; a test missing from it counts as a short one."""
+
+
+def pytest_collection_modifyitems(config, items):
+    """Longest first (recorded durations), then the rest in their files' order, dealt out to the workers.
+
+    `make test` uses xdist's ``worksteal``: worker *i* of *k* is handed the *i*-th contiguous share of this
+    order, and a worker that runs out takes the far end of another's queue. So the tests are dealt like cards,
+    longest first: share *i* holds tests *i*, *i + k*, *i + 2k*, ... of the longest-first order, each share itself
+    longest first; what is stolen at the end is short. (A long Airflow test left last would run alone while
+    the other worker waits.) The order is the same in every worker, as xdist requires."""
+    try:
+        known = json.loads(DURATIONS.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        known = {}
+    # a file whose tests share a module-scoped fixture (a server of its own, a parsed DagBag) stays together:
+    # dealt out test by test, the fixture would be set up again at every change of file
+    units: dict[str, list] = {}
+    for item in items:
+        key = item.nodeid.split("::")[0] if _uses_module_fixture(item) else item.nodeid
+        units.setdefault(key, []).append(item)
+    ranked = sorted(units.values(), key=lambda unit: -sum(known.get(i.nodeid, 0.0) for i in unit))  # stable
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 1)
+    items[:] = [item for share in range(workers) for unit in ranked[share::workers] for item in unit]
+
+
+def _uses_module_fixture(item) -> bool:
+    info = getattr(item, "_fixtureinfo", None)
+    return info is not None and any(defs and defs[-1].scope == "module" for defs in info.name2fixturedefs.values())
+
+
+_durations: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report):
+    if os.environ.get("SLUICE_RECORD_DURATIONS"):
+        _durations[report.nodeid] = round(_durations.get(report.nodeid, 0.0) + report.duration, 2)
+
+
+def pytest_sessionfinish(session):
+    target = os.environ.get("SLUICE_RECORD_DURATIONS")
+    if target and _durations and not hasattr(session.config, "workerinput"):  # the controller writes it once
+        Path(target).write_text(json.dumps(dict(sorted(_durations.items())), indent=0) + "\n", encoding="utf-8")
 
 
 @pytest.fixture(scope="session")

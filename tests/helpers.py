@@ -147,3 +147,19 @@ def kafka_spec(name: str, bootstrap: str, topic: str, **source: Any) -> dict[str
         "source": {"format": "kafka", "bootstrap_servers": bootstrap, "topics": [topic], "timeout_seconds": 10,
                    "value": {"format": "json", "schema": "id BIGINT, amount DOUBLE"}, **source},
     }
+
+
+def run_here(spark, settings, spec_path: Path, **job: Any) -> dict[str, Any]:
+    """A run in the test's own SparkSession, as the driver makes it after spark-submit (spark_jobs.job): the spec
+    read from its file, the run's lock, checkpoint, table and ledger row all the product's. For the set-up runs
+    of tests whose subject is a later process (`sluice show`, `maintain`, a restarted run): one spark-submit per
+    process-boundary behaviour is kept where that boundary is what is tested."""
+    from sluice.contract import run_job
+    from sluice.spec import load_spec
+    from spark_jobs.runner import RunFailed, run_pipeline
+
+    request = run_job(spec_path=str(spec_path), run_id=job.pop("run_id", "set-up"), **job)
+    try:
+        return run_pipeline(spark, load_spec(spec_path), settings, request).to_json()
+    except RunFailed as failed:
+        return failed.summary.to_json()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -24,13 +25,26 @@ def airflow(env: dict[str, str], *args: str, timeout: int = 300) -> subprocess.C
 
 
 @contextmanager
-def airflow_standalone(tmp_path: Path, overrides: dict[str, str] | None = None):
-    """`sluice airflow standalone` with an Airflow home of its own; yields (environment, log file)."""
+def airflow_standalone(tmp_path: Path, migrated_db: Path, overrides: dict[str, str] | None = None):
+    """`sluice airflow standalone` with an Airflow home of its own, its metadata DB a copy of the run's migrated
+    one (the ``airflow_db`` fixture: Airflow then finds nothing to migrate); yields (environment, log file).
+
+    The maintenance and freshness DAGs are manual-only here (``SLUICE_*_SCHEDULE=none``): their scheduled runs
+    would start spark-submits that no test asks for, beside the ones it measures; a test can ask for them."""
     port = free_port()
+    home = tmp_path / "airflow-home"
+    home.mkdir()
+    shutil.copyfile(migrated_db, home / "airflow.db")
     env = {
         **os.environ,
-        "SLUICE_AIRFLOW_HOME": str(tmp_path / "airflow-home"),
+        "SLUICE_AIRFLOW_HOME": str(home),
+        "SLUICE_MAINTENANCE_SCHEDULE": "none",
+        "SLUICE_FRESHNESS_SCHEDULE": "none",
         "AIRFLOW__API__PORT": str(port),
+        # the log servers of the scheduler's workers and the triggerer listen on fixed ports (8793, 8794) unless
+        # told: two standalones at once (two test workers) would fight over them
+        "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(free_port()),
+        "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(free_port()),
         "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{port}/execution/",
         "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
         "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",

@@ -1,5 +1,7 @@
 """Operating pipelines from Airflow (real `airflow dags test` runs): the trigger form's params, backfill runs,
-and a bronze -> silver -> gold chain whose tables are Assets (an event only when a run wrote rows)."""
+and a bronze -> silver -> gold chain whose tables are Assets (an event only when a run wrote rows), whose
+OpenLineage events (Airflow's provider, its file transport) name the landing folder, the tables and the
+quarantine tables with their row counts, and link the chain on the bronze table."""
 
 from __future__ import annotations
 
@@ -53,12 +55,28 @@ def chain_specs(lake, tmp_path: Path, prefix: str = "af") -> None:
         write_spec(lake.pipelines_dir, data)
 
 
-def test_chain_runs_through_airflow_with_asset_events_only_for_new_rows(lake, spark, airflow_db, tmp_path):
+def _first_completes(events_file: Path) -> dict[str, dict]:
+    """The first COMPLETE event with inputs of each job: a job's first run, by job name."""
+    events = [json.loads(line) for line in events_file.read_text(encoding="utf-8").splitlines() if line.strip()]
+    found: dict[str, dict] = {}
+    for event in events:
+        if event.get("eventType") == "COMPLETE" and "inputs" in event:
+            found.setdefault(event["job"]["name"], event)
+    return found
+
+
+def test_chain_runs_through_airflow_with_asset_events_only_for_new_rows_and_lineage(lake, spark, airflow_db,
+                                                                                    monkeypatch, tmp_path):
+    events_file = tmp_path / "lineage.jsonl"
+    monkeypatch.setenv("AIRFLOW__OPENLINEAGE__TRANSPORT", json.dumps(
+        {"type": "file", "log_file_path": str(events_file), "append": True}))
+    monkeypatch.setenv("AIRFLOW__OPENLINEAGE__NAMESPACE", "sluice-test")
     chain_specs(lake, tmp_path)
     landing = lake.lake_root / "landing" / "af"
     write_lines(landing / "dt=2026-11-01" / "a.json", [
         order(1, "2026-11-01T09:00:00Z", "ann", 10.0), order(2, "2026-11-01T10:00:00Z", "bob", 20.0),
-        order(2, "2026-11-01T10:00:00Z", "bob", 20.0), order(3, "2026-11-01T11:00:00Z", "cid", 5.0)])
+        order(2, "2026-11-01T10:00:00Z", "bob", 20.0), order(3, "2026-11-01T11:00:00Z", "cid", 5.0),
+        '{"id": 9, "ts": "not a time"}'])
     write_lines(landing / "dt=2026-11-02" / "a.json", [
         order(4, "2026-11-02T08:00:00Z", "ann", 7.5), order(5, "2026-11-02T23:30:00Z", "bob", 1.0)])
 
@@ -70,7 +88,7 @@ def test_chain_runs_through_airflow_with_asset_events_only_for_new_rows(lake, sp
     [extra] = asset_event_extras("sluice.af_bronze")
     assert extra == {"run_id": first["run_id"], "dag_run_id": first["airflow"]["dag_run_id"],
                      "delta_version": first["delta_version_after"],
-                     "delta_versions": [0, first["delta_version_after"]], "rows": 6, "quarantined_rows": 0}
+                     "delta_versions": [0, first["delta_version_after"]], "rows": 6, "quarantined_rows": 1}
     done, output = dags_test("af_bronze")  # nothing new: the task succeeds, and wakes nobody
     assert done.returncode == 0, output[-4000:]
     assert summary_of(output)["output_rows"] == 0
@@ -85,6 +103,22 @@ def test_chain_runs_through_airflow_with_asset_events_only_for_new_rows(lake, sp
     day1 = datetime(2026, 11, 1)
     assert sorted(tuple(r) for r in gold.collect()) == [
         (day1, "north", 1, 10.0), (day1, "south", 1, 20.0), (day1, "unknown", 1, 5.0)]
+
+    # the lineage of the chain's first runs (this test holds what test_lineage.py held: one chain, two uses)
+    completes = _first_completes(events_file)
+    bronze, silver = completes["af_bronze.ingest"], completes["af_silver.ingest"]
+    bronze_table, quarantine = str(lake.lake_root / "af_bronze"), str(lake.lake_root / "_quarantine" / "af_bronze")
+    assert [(i["namespace"], i["name"]) for i in bronze["inputs"]] == [("file", str(landing))]
+    assert bronze["inputs"][0]["inputFacets"]["inputStatistics"]["rowCount"] == 7
+    outputs = {o["name"]: o for o in bronze["outputs"]}
+    assert sorted(outputs) == sorted([bronze_table, quarantine])
+    assert outputs[bronze_table]["outputFacets"]["outputStatistics"]["rowCount"] == 6
+    assert outputs[quarantine]["outputFacets"]["outputStatistics"]["rowCount"] == 1
+    assert outputs[bronze_table]["facets"]["version"]["datasetVersion"] == "0"  # batch 0 created the table
+    assert "day" in [f["name"] for f in outputs[bronze_table]["facets"]["schema"]["fields"]]
+    assert bronze["job"]["facets"]["sql"]["query"] == "SELECT *, to_date(ts) AS day FROM source"
+    # the chain: silver reads the very dataset bronze wrote
+    assert ("file", bronze_table) in [(i["namespace"], i["name"]) for i in silver["inputs"]]
 
 
 def test_params_are_validated_before_spark_and_a_backfill_rebuilds_its_days(lake, spark, airflow_db, tmp_path):

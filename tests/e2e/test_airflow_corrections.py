@@ -36,8 +36,8 @@ def renamed(data: dict) -> dict:
 
 
 @pytest.fixture
-def standalone(lake, tmp_path):
-    with airflow_standalone(tmp_path) as running:  # the scheduler creates runs: scheduled and Asset-triggered
+def standalone(lake, tmp_path, airflow_db):
+    with airflow_standalone(tmp_path, airflow_db) as running:  # the scheduler creates runs: scheduled and Asset-triggered
         yield running
 
 

@@ -8,11 +8,13 @@ import json
 import os
 import subprocess
 import time
+from pathlib import Path
 
 from sluice.lock import launcher_lock
-from tests.e2e.conftest import BIN, last_json_line, sluice
+from tests.e2e.conftest import BIN, last_json_line, sluice, wait_for
 from tests.helpers import (
     orders_spec,
+    run_here,
     tree_digest,
     write_lines,
     write_orders,
@@ -22,18 +24,20 @@ from tests.helpers import (
 PROJECT = BIN.parent.parent
 
 
-def two_runs(lake) -> None:
+def two_runs(spark, lake) -> None:
+    """Two runs made in-process (the set-up: the tests' subject is the later `sluice` process)."""
+    spec = lake.pipelines_dir / "orders.yaml"
     landing = lake.lake_root / "landing" / "orders"
     write_orders(landing, "a.json", range(0, 3))
     write_lines(landing / "bad.json", ['{"id": 77, "amount": "lots"}'])
-    assert sluice("run", "orders").returncode == 0
+    assert run_here(spark, lake, spec, run_id="first")["status"] == "succeeded"
     write_orders(landing, "b.json", range(3, 5))
-    assert sluice("run", "orders").returncode == 0
+    assert run_here(spark, lake, spec, run_id="second")["status"] == "succeeded"
 
 
-def test_sluice_show_prints_which_batch_wrote_which_version_the_rows_and_the_quarantine(lake):
+def test_sluice_show_prints_which_batch_wrote_which_version_the_rows_and_the_quarantine(lake, spark):
     write_spec(lake.pipelines_dir, orders_spec())
-    two_runs(lake)
+    two_runs(spark, lake)
 
     shown = sluice("show", "orders")
     assert shown.returncode == 0, shown.stderr[-3000:]
@@ -53,11 +57,11 @@ def test_sluice_show_prints_which_batch_wrote_which_version_the_rows_and_the_qua
     assert '{"id": 77, "amount": "lots"}' in out
 
 
-def test_sluice_maintain_dry_run_changes_nothing_and_wait_waits_for_the_running_run(lake):
+def test_sluice_maintain_dry_run_changes_nothing_and_wait_waits_for_the_running_run(lake, spark):
     from deltalake import DeltaTable
 
     write_spec(lake.pipelines_dir, orders_spec())
-    two_runs(lake)
+    two_runs(spark, lake)
     table = lake.lake_root / "bronze" / "orders"
     before, version = tree_digest(table), DeltaTable(str(table)).version()
 
@@ -76,8 +80,16 @@ def test_sluice_maintain_dry_run_changes_nothing_and_wait_waits_for_the_running_
         waiting = subprocess.Popen([str(BIN / "sluice"), "maintain", "orders", "--wait", "300"], text=True,
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(os.environ),
                                    stdin=subprocess.DEVNULL)
-        time.sleep(5)
+        # it reaches the lock and waits there: its process has the lock file open (opened by the lock's acquire,
+        # before which nothing of maintenance starts) and is still running a while later, with no commit made
+        # and the lock file still naming the test as its holder
+        lock_file = lake.checkpoint_root / "_locks" / "orders.lock"
+        wait_for("the waiting `sluice maintain` to open the lock file",
+                 lambda: waiting.poll() is None and _has_open(waiting.pid, lock_file), 180)
+        time.sleep(3)
         assert waiting.poll() is None  # it cannot have run: the lock is held
+        assert DeltaTable(str(table)).version() == version
+        assert json.loads(lock_file.read_text(encoding="utf-8"))["run_id"] == "held_by_the_test"
     finally:
         holder.release()
     out, err = waiting.communicate(timeout=600)
@@ -86,11 +98,20 @@ def test_sluice_maintain_dry_run_changes_nothing_and_wait_waits_for_the_running_
     assert DeltaTable(str(table)).version() > version  # OPTIMIZE compacted the runs' small files
 
 
-def test_the_maintenance_task_under_airflow_tasks_test_is_a_dry_run(lake, airflow_db):
+def _has_open(pid: int, path) -> bool:
+    """Whether process ``pid`` has ``path`` open (its /proc fd links)."""
+    folder = Path(f"/proc/{pid}/fd")
+    try:
+        return any(os.readlink(folder / fd) == str(path) for fd in os.listdir(folder))
+    except OSError:  # an fd closed meanwhile
+        return False
+
+
+def test_the_maintenance_task_under_airflow_tasks_test_is_a_dry_run(lake, airflow_db, spark):
     from deltalake import DeltaTable
 
     write_spec(lake.pipelines_dir, orders_spec())
-    two_runs(lake)
+    two_runs(spark, lake)
     table = lake.lake_root / "bronze" / "orders"
     before, version = tree_digest(table), DeltaTable(str(table)).version()
     task = sluice("airflow", "tasks", "test", "sluice_maintenance", "maintain_orders", "2026-11-25")

@@ -34,10 +34,13 @@ def stack(lake, tmp_path):
     home = Path(tempfile.mkdtemp(prefix="sluice-stack-"))
     home.chmod(0o755)
     ports: set[int] = set()
-    while len(ports) < len(PORTS) + 1:  # one port per service: two equal picks would move one server elsewhere
+    while len(ports) < len(PORTS) + 3:  # one port per service: two equal picks would move one server elsewhere
         ports.add(free_port())
-    kafka, *stack_ports = sorted(ports)
+    kafka, worker_logs, trigger_logs, *stack_ports = sorted(ports)
     env = {**os.environ, "SLUICE_STACK_HOME": str(home), "SLUICE_KAFKA_PORT": str(kafka),
+           # Airflow's log servers (8793, 8794 by default): free ones, as another test's Airflow may run beside
+           "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(worker_logs),
+           "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(trigger_logs),
            "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
            "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5"}
     env.update({f"SLUICE_STACK_{name}_PORT": str(port) for name, port in zip(PORTS, stack_ports)})

@@ -77,7 +77,8 @@ def run_from_the_form(page, api: Api, log: Path, dag_id: str, mode: str, screens
     return summary
 
 
-def test_trigger_a_pipeline_from_the_ui_form_and_read_its_summary(lake, spark, browser, artifacts, tmp_path):
+def test_trigger_a_pipeline_from_the_ui_form_and_read_its_summary(lake, spark, browser, artifacts, tmp_path,
+                                                                airflow_db):
     # Given an upstream pipeline with 40 good orders and a bad one, and a downstream pipeline on its Asset
     write_spec(lake.pipelines_dir, orders_spec(name="ui_orders"))
     write_spec(lake.pipelines_dir, {"name": "ui_orders_copy", "schedule": {"asset": "ui_orders"},
@@ -86,7 +87,7 @@ def test_trigger_a_pipeline_from_the_ui_form_and_read_its_summary(lake, spark, b
     landing = lake.lake_root / "landing" / "orders"
     write_orders(landing, "a.json", range(40))
     write_lines(landing / "bad.json", ['{"id": 40, "amount": "a lot"}'])
-    with airflow_standalone(tmp_path) as (env, log):
+    with airflow_standalone(tmp_path, airflow_db) as (env, log):
         base = f"http://127.0.0.1:{env['AIRFLOW__API__PORT']}"
         api = wait_for("the Airflow API server's login", lambda: Api.connect(env), 300, log)
         wait_for("the DAGs of both specs", lambda: _dag_ids(api) >= {"ui_orders", "ui_orders_copy"}, 300, log)
