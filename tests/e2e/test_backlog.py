@@ -1,5 +1,6 @@
 """A Kafka pipeline's backlog against the real broker: per partition, the latest offset minus where the
-checkpoint's last committed batch ended (sluice.backlog, no Spark)."""
+checkpoint's last committed batch ended (sluice.backlog, no Spark): from checkpoints real runs wrote, as each run
+summary's backlog_before / backlog_after, and from a hand-made one with a batch planned but not committed."""
 
 from __future__ import annotations
 
@@ -7,8 +8,10 @@ import pytest
 
 from sluice.backlog import describe, kafka_backlog, measure
 from sluice.checkpoint import Checkpoint
+from sluice.contract import run_job
 from sluice.kafka_broker import create_topic
 from sluice.spec import load_spec
+from spark_jobs.runner import run_pipeline
 from tests.helpers import write_spec
 from tests.sluice.test_backlog import _checkpoint
 
@@ -45,6 +48,37 @@ def test_kafka_backlog_is_the_lag_of_each_partition_behind_the_checkpoint(kafka_
     # starting_offsets latest: a pipeline that never ran has nothing waiting
     latest = spec.source.model_copy(update={"starting_offsets": "latest"})
     assert kafka_backlog(latest, Checkpoint(str(tmp_path / "none")))["offsets"] == 0
+
+
+def test_the_kafka_backlog_of_a_checkpoint_that_spark_wrote_counts_what_arrived_after_the_run(kafka_broker, lake,
+                                                                                           spark):
+    bootstrap, topic = kafka_broker.bootstrap_servers, "backlog_real"
+    create_topic(bootstrap, topic, 3)
+    _produce(bootstrap, topic, {0: 5, 1: 2, 2: 0})
+    write_spec(lake.pipelines_dir, {"name": "real", "source": {
+        "format": "kafka", "bootstrap_servers": bootstrap, "topics": [topic], "timeout_seconds": 10,
+        "value": {"format": "json", "schema": "id BIGINT"}}})
+    spec = load_spec(lake.pipelines_dir / "real.yaml")
+
+    def run(trigger: str) -> dict:
+        return run_pipeline(spark, spec, lake, run_job(trigger=trigger, run_id=trigger)).to_json()
+
+    first = run("available_now")
+    assert (first["status"], first["input_rows"]) == ("succeeded", 7)
+    assert first["backlog_before"] == {"source": "kafka", "offsets": 7,
+                                       "partitions": {f"{topic}/0": 5, f"{topic}/1": 2, f"{topic}/2": 0}}
+    assert first["backlog_after"] == {"source": "kafka", "offsets": 0,
+                                      "partitions": {f"{topic}/0": 0, f"{topic}/1": 0, f"{topic}/2": 0}}
+    # what arrives after the run waits, counted from the offsets Spark committed in the checkpoint
+    _produce(bootstrap, topic, {0: 1, 2: 4})
+    checkpoint = Checkpoint(first["checkpoint"])
+    assert checkpoint.last_offset() == {topic: {"0": 5, "1": 2, "2": 0}}
+    waiting = measure(spec, lake)
+    assert (waiting["offsets"], waiting["partitions"]) == (5, {f"{topic}/0": 1, f"{topic}/1": 0, f"{topic}/2": 4})
+    assert describe(waiting) == "5 offsets in 2 partition(s)"
+    second = run("once")
+    assert (second["input_rows"], second["backlog_before"]["offsets"], second["backlog_after"]["offsets"]) == (5, 5, 0)
+    assert measure(spec, lake)["offsets"] == 0
 
 
 @pytest.mark.timeout(120)

@@ -242,10 +242,11 @@ def test_every_avro_type_decodes_and_is_as_long_encoded_again(spark, tmp_path):
     path = tmp_path / "all.avsc"
     path.write_text(json.dumps(ALL_TYPES), encoding="utf-8")
     ts = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    later = datetime(2026, 7, 4, 23, 59, 58, 123456, tzinfo=timezone.utc)  # microseconds, another UTC offset locally
     records = [
         {"u": 5, "e": "B", "f": b"ab", "m": {"k": 1}, "a": ["x", "y"], "d": Decimal("12.34"), "ts": ts,
          "dt": date(2026, 1, 2), "r": {"x": 1.5, "b": True}, "n": {"x": 2.0, "b": False}},
-        {"u": "s", "e": "A", "f": b"cd", "m": {}, "a": [], "d": Decimal("-1.00"), "ts": ts, "dt": date(2026, 1, 2),
+        {"u": "s", "e": "A", "f": b"cd", "m": {}, "a": [], "d": Decimal("-1.00"), "ts": later, "dt": date(2026, 1, 2),
          "r": {"x": 0.0, "b": False}, "n": None},
     ]
     raw = spark.createDataFrame(
@@ -265,6 +266,9 @@ def test_every_avro_type_decodes_and_is_as_long_encoded_again(spark, tmp_path):
         (Row(member0=None, member1="s"), "A", b"cd", {}, [], Decimal("-1.00"), date(2026, 1, 2),
          Row(x=0.0, b=False), None),
     ]
+    # timestamp-micros: the instant to the microsecond (PySpark hands back a naive local time: compared as instants)
+    assert [r.ts.timestamp() for r in got] == [ts.timestamp(), later.timestamp()]
+    assert [r.ts.microsecond for r in got] == [0, 123456]
 
 
 def test_spark_avro_alone_cannot_tell_a_bad_body_from_a_record_of_nulls(spark):
