@@ -49,14 +49,24 @@ def _apply_env(settings: Settings) -> None:
 
 
 def cmd_validate(args: argparse.Namespace, settings: Settings) -> int:
-    paths = [Path(p) for p in args.specs] or spec_files(settings.pipelines_dir)
+    """Each spec (a file or a pipeline name; every spec of the folder by default), and what its next run would
+    refuse that is knowable without a JVM: a table another pipeline writes, a sink shared with another spec of
+    the folder, a schema change the table cannot take."""
+    from sluice.catalog import sink_conflict
+
     bad = 0
-    for path in paths:
+    for arg in args.specs or [str(p) for p in spec_files(settings.pipelines_dir)]:
         try:
+            path = resolve_spec_path(arg, settings)
             spec = load_spec(path)
         except SpecError as err:
             bad += 1
             print(f"invalid: {err}", file=sys.stderr)
+            continue
+        conflict = sink_conflict(spec, path, settings)
+        if conflict:
+            bad += 1
+            print(f"refused: {path}: the next run would be refused: {conflict}", file=sys.stderr)
             continue
         print(f"ok: {path} (pipeline {spec.name})")
         for warning in spec.warnings():
@@ -373,9 +383,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sluice", description="Exactly-once batch-style streaming into Delta.")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    p = sub.add_parser("validate", help="check pipeline specs (default: every spec in the pipelines folder) and show "
-                                        "the schema change each one's next run would make to its table")
-    p.add_argument("specs", nargs="*", metavar="SPEC")
+    p = sub.add_parser("validate", help="check pipeline specs (default: every spec in the pipelines folder), what "
+                                        "their next run would refuse (a table another pipeline writes, a sink shared "
+                                        "with another spec) and the schema change it would make to its table")
+    p.add_argument("specs", nargs="*", metavar="SPEC", help="a spec file or a pipeline name")
     p.set_defaults(func=cmd_validate)
 
     p = sub.add_parser("run", help="run a pipeline once: the same spark-submit its Airflow task runs")

@@ -94,3 +94,40 @@ def log_state(table: str) -> dict[str, Any] | None:
 
 def _text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value)
+
+
+PIPELINE_PROPERTY = "sluice.pipeline"
+CHECKPOINT_PROPERTY = "sluice.checkpointId"
+WRITTEN_PREFIX = "delta."
+"""The prefix of the identity's names on a table its first write created (a write option sets only
+``delta.*`` table properties)."""
+
+
+def recorded_identity(properties: dict[str, str]) -> tuple[str | None, str | None]:
+    """The pipeline and checkpoint id a table's properties record (None: not recorded): ``sluice.pipeline``
+    and ``sluice.checkpointId``, else, on a table its first write created, the same names under ``delta.``.
+    Names compared case-insensitively (Delta lowercases a write option's key). The plain names come first:
+    set later (a reset's identity), they replace what the first write recorded."""
+    lower = {key.lower(): value for key, value in properties.items()}
+
+    def recorded(name: str) -> str | None:
+        return lower.get(name.lower()) or lower.get((WRITTEN_PREFIX + name).lower())
+
+    return recorded(PIPELINE_PROPERTY), recorded(CHECKPOINT_PROPERTY)
+
+
+def table_owner(table: str) -> str | None:
+    """The pipeline a Delta table at ``table`` records as its writer; None: no table there, or none recorded.
+    From the latest commit's checksum file (Spark writes one per commit), else from the newest ``metaData``
+    action in the commits kept in the log (a writer that writes no checksum)."""
+    log = DeltaLog.open(table)
+    if log is None:
+        return None
+    state = log.state()
+    if state is not None:
+        return recorded_identity(state["properties"])[0]
+    for version in reversed(log.versions()):
+        meta = next((a["metaData"] for a in log.actions(version) if "metaData" in a), None)
+        if meta is not None:
+            return recorded_identity(meta.get("configuration") or {})[0]
+    return None

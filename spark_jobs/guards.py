@@ -30,7 +30,14 @@ from pyspark.sql import SparkSession
 from pyspark.sql.types import StructField, StructType
 
 from sluice.checkpoint import Checkpoint
-from sluice.delta_log import DeltaLog, log_state
+from sluice.delta_log import (  # noqa: F401 - the identity's names, imported from here by tests and modules
+    CHECKPOINT_PROPERTY,
+    PIPELINE_PROPERTY,
+    WRITTEN_PREFIX,
+    DeltaLog,
+    log_state,
+    recorded_identity,
+)
 from sluice.lock import check_held
 from sluice.schema_change import SchemaChange, refusal_message
 from sluice.settings import Settings
@@ -40,12 +47,6 @@ from spark_jobs.commit import NewTable
 from spark_jobs.delta_table import uncommitted_log
 from spark_jobs.run import Run
 from spark_jobs.sink import has_commit
-
-PIPELINE_PROPERTY = "sluice.pipeline"
-CHECKPOINT_PROPERTY = "sluice.checkpointId"
-WRITTEN_PREFIX = "delta."
-"""The prefix of the identity's names on a table its first write created (a write option sets only
-``delta.*`` table properties)."""
 
 
 class GuardRefused(RuntimeError):
@@ -213,19 +214,6 @@ def check_sink(spark: SparkSession, spec: PipelineSpec, *, table: str, checkpoin
             "the source; or point sink.path at a new table."
         )
     return state
-
-
-def recorded_identity(properties: dict[str, str]) -> tuple[str | None, str | None]:
-    """The pipeline and checkpoint id a table's properties record (None: not recorded): ``sluice.pipeline``
-    and ``sluice.checkpointId``, else, on a table its first write created, the same names under ``delta.``.
-    Names compared case-insensitively (Delta lowercases a write option's key). The plain names come first:
-    set later (a reset's :func:`set_identity`), they replace what the first write recorded."""
-    lower = {key.lower(): value for key, value in properties.items()}
-
-    def recorded(name: str) -> str | None:
-        return lower.get(name.lower()) or lower.get((WRITTEN_PREFIX + name).lower())
-
-    return recorded(PIPELINE_PROPERTY), recorded(CHECKPOINT_PROPERTY)
 
 
 def refuse_foreign_table(spec: PipelineSpec, table: str, state: dict[str, Any] | None) -> None:

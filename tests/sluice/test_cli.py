@@ -44,3 +44,56 @@ def test_bad_cli_arguments_exit_2_with_usage(capsys):
         main(["run", "x.yaml", "--trigger", "continuous"])
     assert caught.value.code == 2
     assert "invalid choice: 'continuous'" in capsys.readouterr().err
+
+
+def _owned_table(folder, owner: str) -> None:
+    """A Delta table whose log records ``owner`` as its writer, as a first batch's write records it
+    (``delta.sluice.pipeline``; written by hand: delta-rs refuses a property it does not know)."""
+    import json
+
+    log = folder / "_delta_log"
+    log.mkdir(parents=True)
+    schema = {"type": "struct", "fields": [{"name": "id", "type": "long", "nullable": True, "metadata": {}}]}
+    actions = [{"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}},
+               {"metaData": {"id": "t", "format": {"provider": "parquet", "options": {}},
+                             "schemaString": json.dumps(schema), "partitionColumns": [],
+                             "configuration": {"delta.sluice.pipeline": owner}, "createdTime": 0}},
+               {"commitInfo": {"operation": "WRITE", "operationParameters": {"mode": "Append"}}}]
+    (log / f"{0:020d}.json").write_text("".join(json.dumps(a) + "\n" for a in actions), encoding="utf-8")
+
+
+def test_validate_takes_a_pipeline_name_as_run_does(lake, capsys):
+    path = write_spec(lake.pipelines_dir, orders_spec(name="by_name"), "some-file.yaml")
+    assert main(["validate", "by_name"]) == 0
+    assert capsys.readouterr().out == f"ok: {path} (pipeline by_name)\n"
+    assert main(["validate", "nosuch"]) == 1
+    assert f"invalid: nosuch: no such spec file, and no pipeline of that name in {lake.pipelines_dir}" in \
+        capsys.readouterr().err
+
+
+def test_validate_predicts_the_refusal_of_a_table_another_pipeline_writes(lake, capsys):
+    # a copy of af's spec under a new name (or af renamed): the table still records af as its writer
+    _owned_table(lake.lake_root / "bronze" / "orders", "af")
+    copy = write_spec(lake.pipelines_dir, orders_spec(name="af_copy"))
+    assert main(["validate", "af_copy"]) == 1
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert (f"refused: {copy}: the next run would be refused: the sink table {lake.lake_root / 'bronze' / 'orders'} "
+            "belongs to pipeline af, not af_copy: two pipelines writing one table would mix their data and "
+            "checkpoints") in err
+    # the owner itself validates
+    write_spec(lake.pipelines_dir, orders_spec(name="af"))
+    assert main(["validate", "af"]) == 0
+
+
+def test_validate_refuses_two_specs_of_the_folder_sharing_a_table_not_created_yet(lake, capsys):
+    first = write_spec(lake.pipelines_dir, orders_spec(name="first"))
+    second = write_spec(lake.pipelines_dir, orders_spec(name="second"))
+    write_spec(lake.pipelines_dir, orders_spec(name="third", sink={"path": "bronze/third"}))
+    assert main(["validate"]) == 1
+    out, err = capsys.readouterr()
+    assert out == f"ok: {lake.pipelines_dir / 'third.yaml'} (pipeline third)\n"
+    table = lake.lake_root / "bronze" / "orders"
+    assert (f"refused: {first}: the next run would be refused: sink.path: the table {table} is also the sink of "
+            f"second ({second}): the first of them to run would own it") in err
+    assert f"refused: {second}: the next run would be refused: sink.path: the table {table} is also the sink of first" in err
