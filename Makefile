@@ -114,11 +114,12 @@ install: venv jars sluice-jar chaos-jar jvm-archive airflow-db system-packages
 demo: install
 	$(BIN)/python include/demo.py
 
-# Two pytest-xdist workers on the 2-core machine, the longest tests first (tests/durations.json): most of the
-# suite waits on subprocesses (spark-submit, Airflow, the broker), so two keep both cores busy. Each worker has
-# its own SparkSession, Kafka broker and S3 server; every server a test starts takes a free port
-# (docs/development.md, "How the suite runs"). PYTEST_WORKERS=0 runs it in one process.
-PYTEST_WORKERS ?= 2
+# The suite in one process by default. PYTEST_WORKERS=2: two pytest-xdist workers (worksteal), the longest
+# tests dealt out first (tests/durations.json, written by SLUICE_RECORD_DURATIONS=path); each worker has its own
+# SparkSession, Kafka broker and S3 server, and every server a test starts takes free ports. Measured on the
+# 2-core machine it does not pay yet: the suite is CPU-bound (JVM starts), so two workers make each test about
+# twice as slow (docs/development.md, "How the suite runs").
+PYTEST_WORKERS ?= 0
 PYTEST := $(BIN)/python -m pytest $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist worksteal)
 
 test: install s3-server

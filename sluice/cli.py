@@ -155,8 +155,9 @@ def _launch(job, spec, settings: Settings, lock, *, secret_env=None, airflow_fre
         try:
             summary = launch(plan, lock, submit)
         except JobFailed as failed:
-            if failed.summary is None:
+            if failed.summary is None or failed.refused_here:
                 print(f"sluice: {failed}", file=sys.stderr)
+            if failed.summary is None:
                 return 1
             summary = failed.summary
     data = summary.to_json()

@@ -12,6 +12,7 @@ Imports neither Airflow nor PySpark.
 from __future__ import annotations
 
 import json
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
@@ -293,6 +294,21 @@ class RunSummary(Summary):
     def headline(self) -> str:
         return (f"{self.batches} batches, {self.input_rows} rows in, {self.output_rows} rows out, Delta version "
                 f"{self.delta_version_before} -> {self.delta_version_after}")
+
+
+def refused_summary(job: JobRequest, *, pipeline: str, sink: str, checkpoint: str, quarantine: str, error: str,
+                    started: float) -> Summary:
+    """The summary of a job refused before its driver started (the launcher's lock held by another run, an object
+    store that does not answer): ``status: failed``, ``refused: true``, the ``error`` (``refused: ...``, as a
+    driver's own refusals read), no batch -- recorded in the ledger like any run (docs/run-summary.md)."""
+    ended = time.time()
+    common = dict(pipeline=pipeline, run_id=job.run_id, mode=job.mode, dry_run=job.dry_run, status="failed",
+                  started_at=iso(started), ended_at=iso(ended), duration_s=round(ended - started, 3), sink=sink,
+                  checkpoint=checkpoint, airflow=job.airflow, refused=True, error=f"refused: {error}")
+    if job.kind == "run":
+        return RunSummary(**{**common, "trigger": job.trigger}, quarantine=quarantine, batches=0, input_rows=0,
+                          output_rows=0)
+    return MaintenanceSummary(**common, optimize=False)
 
 
 class MaintenanceSummary(Summary):

@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from sluice.contract import JobRequest, Summary
+from sluice.contract import JobRequest, Summary, refused_summary
 from sluice.lock import PipelineBusy, maintenance_lock, run_lock
 from sluice.object_store import ObjectStoreError, check_reachable
 from sluice.process import kill_tree
@@ -35,10 +35,13 @@ class JobFailed(RuntimeError):
     """The job failed, was refused, or wrote no summary. ``summary``: what the driver reported, if it did;
     ``cause``: spark-submit's own failure, if that is how it failed."""
 
-    def __init__(self, message: str, summary: Summary | None = None, cause: BaseException | None = None):
+    def __init__(self, message: str, summary: Summary | None = None, cause: BaseException | None = None,
+                 refused_here: bool = False):
         super().__init__(message)
         self.summary = summary
         self.cause = cause
+        self.refused_here = refused_here
+        """Refused by the launcher, before any driver: no Spark output said why, the caller does."""
 
 
 def lock_for(job: JobRequest, pipeline: str, settings: Settings, *, wait_seconds: float = 0):
@@ -58,6 +61,7 @@ def launch(plan: SubmitPlan, lock: Any, submit: Callable[[SubmitPlan], None]) ->
     """Hold ``lock``, run ``submit(plan)``, read the summary the driver wrote. Returns the summary of a job
     that succeeded, with its ``phases_s.spark_submit`` (the whole spark-submit, seen from here)."""
     what, name = plan.what, plan.pipeline
+    requested = time.time()
     try:
         check_reachable(plan.object_store_uris)  # a missing bucket, wrong credentials: said before anything starts
         with lock:
@@ -72,7 +76,7 @@ def launch(plan: SubmitPlan, lock: Any, submit: Callable[[SubmitPlan], None]) ->
                 raise JobFailed(f"spark-submit failed before the {what} summary was written: {err}", summary,
                                 err) from err
     except (PipelineBusy, ObjectStoreError) as refused:
-        raise JobFailed(str(refused)) from None
+        raise JobFailed(str(refused), record_refusal(plan, str(refused), requested), refused_here=True) from None
     summary = plan.read_summary()
     if summary is None:
         raise JobFailed(f"{what} of {name} wrote no {'run ' if what == 'run' else ''}summary; see the Spark output "
@@ -80,6 +84,25 @@ def launch(plan: SubmitPlan, lock: Any, submit: Callable[[SubmitPlan], None]) ->
     summary.note_phase("spark_submit", time.monotonic() - started)
     if not summary.succeeded:
         raise JobFailed(f"{what} of {name} failed: {summary.error}", summary)
+    return summary
+
+
+def record_refusal(plan: SubmitPlan, error: str, started: float) -> Summary | None:
+    """The summary of a job the launcher refused, its row appended to the ledger as every run's is (unless the
+    job writes none); None for a plan that does not say where its job writes (built by hand)."""
+    if plan.job is None or not plan.places:
+        return None
+    places = plan.places
+    summary = refused_summary(plan.job, pipeline=plan.pipeline, sink=places["sink"], checkpoint=places["checkpoint"],
+                              quarantine=places["quarantine"], error=error, started=started)
+    if plan.job.write_ledger:
+        from sluice.ledger import append_run
+
+        try:
+            append_run(places["ledger"], summary)
+            summary.ledger = places["ledger"]
+        except Exception as err:  # noqa: BLE001 - the refusal stands; say its row is missing (a store that is down)
+            summary.ledger_error = f"could not append to the run ledger {places['ledger']}: {err}"
     return summary
 
 

@@ -55,6 +55,9 @@ class SubmitPlan:
     pipeline: str = ""
     object_store_uris: list[str] = field(default_factory=list)
     """The object store locations the job uses: the launcher checks they answer before it starts anything."""
+    places: dict[str, str] = field(default_factory=dict)
+    """The job's ``sink``, ``checkpoint``, ``quarantine`` and ``ledger``: what a refusal's summary and ledger row
+    name when the launcher refuses the job before its driver starts (:func:`sluice.launcher.launch`)."""
 
     @property
     def what(self) -> str:
@@ -110,6 +113,8 @@ def build_plan(job: JobRequest, spec: PipelineSpec, settings: Settings, *, workd
         job=job,
         pipeline=spec.name,
         object_store_uris=stores,
+        places={"sink": spec.sink_path(settings), "checkpoint": spec.checkpoint_path(settings),
+                "quarantine": spec.quarantine_table_path(settings), "ledger": str(settings.ledger_path)},
     )
 
 

@@ -73,10 +73,19 @@ def test_a_second_run_is_refused_at_once_naming_the_first_which_completes(lake, 
     assert "spark-submit" not in second.stderr and "org.apache.spark" not in second.stderr, second.stderr[-3000:]
     assert f"pipeline orders is already running (pid {first.pid} on " in second.stderr
     assert "run cli__" in second.stderr and "Wait for that run to finish" in second.stderr
+    # the refused run is accounted for: its summary is the last stdout line, its row is in the ledger
+    refused = last_json_line(second.stdout)
+    assert (refused["status"], refused["refused"], refused["batches"]) == ("failed", True, 0)
+    assert refused["error"].startswith("refused: pipeline orders is already running (pid ")
 
     out, err = first.communicate(timeout=600)
     assert first.returncode == 0, err[-3000:]
     assert last_json_line(out)["input_rows"] == 40
+    status = sluice("status", "orders")
+    assert status.returncode == 0, status.stderr[-3000:]
+    runs = [line.split() for line in status.stdout.splitlines()[3:]]
+    assert sorted((r[2], r[4]) for r in runs) == sorted([(last_json_line(out)["run_id"], "succeeded"),
+                                                         (refused["run_id"], "failed")])
     assert spark.read.format("delta").load(str(lake.lake_root / "bronze" / "orders")).count() == 40
 
 

@@ -104,7 +104,29 @@ def test_a_busy_pipeline_is_refused_before_spark_submit(plan_for, lake):
             launch(plan, run_lock(lake.checkpoint_root, "orders", {"run_id": "r2"}, dry_run=False),
                    lambda p: submitted.append(p))
     assert submitted == []
-    assert "orders" in str(caught.value) and "r1" in str(caught.value) and caught.value.summary is None
+    assert "orders" in str(caught.value) and "r1" in str(caught.value) and caught.value.refused_here
+    # the refusal is a run like any other: a summary (refused, no batch) and its row in the ledger
+    summary = caught.value.summary.to_json()
+    assert (summary["pipeline"], summary["run_id"], summary["mode"], summary["status"], summary["refused"]) == (
+        "orders", "r2", "incremental", "failed", True)
+    assert summary["error"] == f"refused: {caught.value}"
+    assert (summary["batches"], summary["input_rows"], summary["output_rows"]) == (0, 0, 0)
+    assert summary["sink"] == str(lake.lake_root / "bronze" / "orders") and summary["ledger"] == str(lake.ledger_path)
+    from sluice.ledger import latest_runs
+
+    [row] = latest_runs(str(lake.ledger_path), "orders")
+    assert (row["run_id"], row["status"], row["batches"], row["error"]) == ("r2", "failed", 0, summary["error"])
+
+
+def test_a_refused_job_that_writes_no_ledger_row_still_has_its_summary(lake, tmp_path):
+    plan = build_plan(maintain_job(run_id="m1", write_ledger=False), make_spec(orders_spec()), lake,
+                      workdir=tmp_path)
+    with run_lock(lake.checkpoint_root, "orders", {"run_id": "r1"}, dry_run=False):
+        with pytest.raises(JobFailed) as caught:
+            launch(plan, run_lock(lake.checkpoint_root, "orders", {"run_id": "m1"}, dry_run=False), lambda p: None)
+    summary = caught.value.summary.to_json()
+    assert (summary["mode"], summary["refused"], summary["status"]) == ("maintenance", True, "failed")
+    assert "ledger" not in summary and not lake.ledger_path.exists()
 
 
 def test_the_request_file_is_the_drivers_only_argument_and_round_trips(plan_for, tmp_path):
