@@ -21,6 +21,7 @@ progress to stderr and prints the JSON run summary as its last stdout line.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
@@ -269,7 +270,53 @@ def cmd_airflow(args: argparse.Namespace, settings: Settings) -> int:
         import subprocess
 
         subprocess.run([airflow, "db", "migrate"], check=True, stdout=subprocess.DEVNULL)
+    if args.args[:1] == ["standalone"]:
+        return _supervise([airflow, *args.args])
     os.execv(airflow, [airflow, *args.args])
+
+
+def _supervise(command: list[str], grace_seconds: float = 30.0) -> int:
+    """Run ``command`` (``airflow standalone``) as a child and stop everything it started when this process is
+    told to stop: SIGTERM, SIGINT or SIGHUP is passed on to the child's whole tree, which gets ``grace_seconds``
+    to end before what is left is killed. (``airflow standalone`` stopped with SIGTERM leaves its scheduler, API
+    server, triggerer, DAG processor and workers running: a wrapper must stop what it started.) The handler only
+    takes note; the loop below does the work (a handler that waited on the child would wait on itself)."""
+    import signal
+    import subprocess
+    import time
+
+    from sluice.process import alive, descendants
+
+    child = subprocess.Popen(command, start_new_session=True)
+    stop: dict[str, object] = {}
+
+    def note(signum, _frame):
+        stop.setdefault("signal", signum)
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, note)
+    tree: list[int] = []
+    while True:
+        code = child.poll()
+        if "signal" in stop and "deadline" not in stop:
+            tree = [child.pid, *descendants(child.pid)]
+            for pid in tree:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGTERM)
+            stop["deadline"] = time.monotonic() + grace_seconds
+        if "deadline" in stop:
+            left = [pid for pid in tree if pid != child.pid and alive(pid)]
+            if code is not None and not left:
+                return 128 + int(stop["signal"])
+            if time.monotonic() > stop["deadline"]:
+                for pid in [*left, *([] if code is not None else [child.pid, *descendants(child.pid)])]:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
+                child.wait()
+                return 128 + int(stop["signal"])
+        elif code is not None:
+            return code
+        time.sleep(0.2)
 
 
 def cmd_kafka(args: argparse.Namespace, settings: Settings) -> int:

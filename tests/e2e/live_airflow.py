@@ -3,6 +3,7 @@ triggerer on SQLite) with a home and a port of its own, and its REST API as the 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -15,6 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from sluice.kafka_broker import free_port
+from sluice.process import alive, descendants
 from sluice.readiness import http_json
 from tests.e2e.conftest import BIN, wait_for
 
@@ -58,12 +60,37 @@ def airflow_standalone(tmp_path: Path, migrated_db: Path, overrides: dict[str, s
         try:
             yield env, log_path
         finally:
-            os.killpg(process.pid, signal.SIGTERM)
-            try:
-                process.wait(60)
-            except subprocess.TimeoutExpired:
+            survivors = stop_as_a_service_manager_would(process)
+            for pid, _ in survivors:  # whatever a failed stop left (nothing, when it works)
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
+            process.wait()
+        # after the clean-up, and only when the test itself passed: its own failure is reported first
+        assert survivors == [], (f"`sluice airflow standalone` stopped with SIGTERM left {survivors} running",
+                                 log_path.read_text(errors="replace")[-3000:])
+
+
+def stop_as_a_service_manager_would(process: subprocess.Popen, timeout: float = 90):
+    """SIGTERM to the `sluice airflow standalone` process alone (as systemd or a terminal's kill sends it),
+    then wait until it and every process it started have ended; returns those still running (pid, command)."""
+    tree = [process.pid, *descendants(process.pid)]
+    process.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        process.poll()
+        if not [pid for pid in tree if alive(pid)]:
+            break
+        time.sleep(0.5)
+    return [(pid, _command(pid)) for pid in tree if alive(pid)]
+
+
+def _command(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()[:120]
+    except OSError:
+        return "?"
 
 
 def standalone_credentials(env: dict[str, str]) -> tuple[str, str]:
