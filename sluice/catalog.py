@@ -119,31 +119,37 @@ def resolve_upstream(spec: PipelineSpec, settings: Settings) -> PipelineSpec:
     return PipelineCatalog.load(settings.pipelines_dir).with_upstream(spec, settings)
 
 
-def sink_conflict(spec: PipelineSpec, spec_path: Path, settings: Settings) -> str | None:
+def sinks_of(folder: Path, settings: Settings) -> dict[str, list[tuple[str, Path]]]:
+    """The sink table of every valid spec in ``folder``: table -> [(pipeline, spec file)]."""
+    found: dict[str, list[tuple[str, Path]]] = {}
+    for path in spec_files(folder):
+        try:
+            spec = load_spec(path)
+        except SpecError:
+            continue
+        found.setdefault(spec.sink_path(settings), []).append((spec.name, path))
+    return found
+
+
+def sink_conflict(spec: PipelineSpec, spec_path: Path, settings: Settings,
+                  sinks: dict[str, list[tuple[str, Path]]]) -> str | None:
     """Why the next run of ``spec`` would be refused over its sink table, known without a JVM; None if it
     would not. The table records the pipeline that writes it (its Delta log's ``sluice.pipeline``): another
     name there is the run's own refusal (a copied spec, a renamed pipeline). A table that does not exist yet,
-    shared with another spec of the folder: whichever runs first takes it, and the other is refused."""
-    from sluice.delta_log import table_owner
+    shared with another spec of the folder (``sinks``: :func:`sinks_of`): whichever runs first takes it, and
+    the other is refused."""
+    from sluice.delta_log import foreign_table_refusal, table_owner
 
     table = spec.sink_path(settings)
     owner = table_owner(table)
     if owner and owner != spec.name:
-        return (f"the sink table {table} belongs to pipeline {owner}, not {spec.name}: two pipelines writing one "
-                f"table would mix their data and checkpoints (a reset would wipe {owner}'s data). Give "
-                f"{spec.name} its own sink.path (or, if {spec.name} is {owner} renamed, keep the name {owner})")
+        return (foreign_table_refusal(table, owner, spec.name).removesuffix(".")
+                + f" (or, if {spec.name} is {owner} renamed, keep the name {owner})")
     if owner:
         return None
-    sharing = []
-    for path in spec_files(settings.pipelines_dir):
-        if path.resolve() == Path(spec_path).resolve():
-            continue
-        try:
-            other = load_spec(path)
-        except SpecError:
-            continue
-        if other.name != spec.name and other.sink_path(settings) == table:
-            sharing.append(f"{other.name} ({display_path(path)})")
+    here = Path(spec_path).resolve()
+    sharing = [f"{name} ({display_path(path)})" for name, path in sinks.get(table, [])
+               if name != spec.name and path.resolve() != here]
     if sharing:
         return (f"sink.path: the table {table} is also the sink of {', '.join(sharing)}: the first of them to run "
                 "would own it and every other one's runs would be refused. Give each pipeline its own sink.path")

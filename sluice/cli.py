@@ -53,8 +53,9 @@ def cmd_validate(args: argparse.Namespace, settings: Settings) -> int:
     """Each spec (a file or a pipeline name; every spec of the folder by default), and what its next run would
     refuse that is knowable without a JVM: a table another pipeline writes, a sink shared with another spec of
     the folder, a schema change the table cannot take."""
-    from sluice.catalog import sink_conflict
+    from sluice.catalog import sink_conflict, sinks_of
 
+    sinks = sinks_of(settings.pipelines_dir, settings)
     bad = 0
     for arg in args.specs or [str(p) for p in spec_files(settings.pipelines_dir)]:
         try:
@@ -64,7 +65,7 @@ def cmd_validate(args: argparse.Namespace, settings: Settings) -> int:
             bad += 1
             print(f"invalid: {err}", file=sys.stderr)
             continue
-        conflict = sink_conflict(spec, path, settings)
+        conflict = sink_conflict(spec, path, settings, sinks)
         if conflict:
             bad += 1
             print(f"refused: {path}: the next run would be refused: {conflict}", file=sys.stderr)
@@ -285,7 +286,7 @@ def _supervise(command: list[str], grace_seconds: float = 30.0) -> int:
     import subprocess
     import time
 
-    from sluice.process import alive, descendants
+    from sluice.process import alive, kill_tree
 
     child = subprocess.Popen(command, start_new_session=True)
     stop: dict[str, object] = {}
@@ -299,19 +300,18 @@ def _supervise(command: list[str], grace_seconds: float = 30.0) -> int:
     while True:
         code = child.poll()
         if "signal" in stop and "deadline" not in stop:
-            tree = [child.pid, *descendants(child.pid)]
-            for pid in tree:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGTERM)
+            tree = kill_tree(child.pid, signal.SIGTERM)
             stop["deadline"] = time.monotonic() + grace_seconds
         if "deadline" in stop:
             left = [pid for pid in tree if pid != child.pid and alive(pid)]
             if code is not None and not left:
                 return 128 + int(stop["signal"])
             if time.monotonic() > stop["deadline"]:
-                for pid in [*left, *([] if code is not None else [child.pid, *descendants(child.pid)])]:
+                for pid in left:  # re-parented when the child ended: no longer under it
                     with contextlib.suppress(ProcessLookupError):
                         os.kill(pid, signal.SIGKILL)
+                if code is None:
+                    kill_tree(child.pid, signal.SIGKILL)
                 child.wait()
                 return 128 + int(stop["signal"])
         elif code is not None:

@@ -116,6 +116,14 @@ def recorded_identity(properties: dict[str, str]) -> tuple[str | None, str | Non
     return recorded(PIPELINE_PROPERTY), recorded(CHECKPOINT_PROPERTY)
 
 
+def foreign_table_refusal(table: str, owner: str, pipeline: str) -> str:
+    """Why ``pipeline`` may not write ``table``, which records ``owner`` as its writer: the driver's refusal
+    (spark_jobs.guards), and what ``sluice validate`` predicts."""
+    return (f"the sink table {table} belongs to pipeline {owner}, not {pipeline}: two pipelines writing one table "
+            f"would mix their data and checkpoints (a reset would wipe {owner}'s data). Give {pipeline} its own "
+            "sink.path.")
+
+
 def table_owner(table: str) -> str | None:
     """The pipeline a Delta table at ``table`` records as its writer; None: no table there, or none recorded.
     From the latest commit's checksum file (Spark writes one per commit), else from the newest ``metaData``

@@ -35,6 +35,7 @@ from sluice.delta_log import (  # noqa: F401 - the identity's names, imported fr
     PIPELINE_PROPERTY,
     WRITTEN_PREFIX,
     DeltaLog,
+    foreign_table_refusal,
     log_state,
     recorded_identity,
 )
@@ -219,11 +220,7 @@ def check_sink(spark: SparkSession, spec: PipelineSpec, *, table: str, checkpoin
 def refuse_foreign_table(spec: PipelineSpec, table: str, state: dict[str, Any] | None) -> None:
     owner = recorded_identity((state or {}).get("properties", {}))[0]
     if owner and owner != spec.name:
-        raise GuardRefused(
-            f"the sink table {table} belongs to pipeline {owner}, not {spec.name}: two pipelines writing one table "
-            f"would mix their data and checkpoints (a reset would wipe {owner}'s data). Give {spec.name} its own "
-            "sink.path."
-        )
+        raise GuardRefused(foreign_table_refusal(table, owner, spec.name))
 
 
 def empty_quarantine(spark: SparkSession, path: str) -> None:
