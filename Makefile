@@ -122,18 +122,21 @@ demo: install
 PYTEST_WORKERS ?= 0
 PYTEST := $(BIN)/python -m pytest $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist worksteal)
 
+# Every test but those marked chaos (many kill rounds: `make chaos` runs them).
 test: install s3-server
-	$(PYTEST)
+	$(PYTEST) -m "not chaos"
 
 bench: install s3-server
 	$(BIN)/python bench/run_bench.py
 
-# Kill runs at random moments, 50 rounds per pipeline (files, Kafka, MERGE); 0 lost / 0 duplicated or exit 1.
+# The suite's chaos tests (every kill point, local and in a bucket), then kill runs at random moments, 50 rounds
+# per pipeline (files, Kafka, MERGE); 0 lost / 0 duplicated or exit 1.
 chaos: install s3-server
+	$(PYTEST) -m chaos
 	$(BIN)/python bench/chaos.py --rounds $${CHAOS_ROUNDS:-50} --storage $${CHAOS_STORAGE:-local} $${CHAOS_ARGS:---parallel}
 
 test-fast: install s3-server
-	$(PYTEST) -m "not e2e"
+	$(PYTEST) -m "not e2e and not chaos"
 
 # --- running things by hand ------------------------------------------------------------------------
 

@@ -510,7 +510,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    settings = load_settings()
+    try:
+        settings = load_settings()
+    except ValueError as err:  # a SLUICE_* variable that is no valid value: named, with its fix
+        print(f"sluice: {err}", file=sys.stderr)
+        return 2
     if argv[:1] == ["airflow"]:  # everything after it is airflow's, --help included
         return cmd_airflow(argparse.Namespace(args=argv[1:]), settings)
     args = build_parser().parse_args(argv)

@@ -76,8 +76,10 @@ def archive_path(settings: Settings) -> Path:
 
 
 def driver_java_options(settings: Settings) -> list[str]:
-    """JVM options of every sluice driver: the archive when there is one."""
+    """JVM options of every sluice driver: the archive when there is one, the JIT's first tier only when
+    ``SLUICE_DRIVER_JIT=quick``."""
+    options = ["-XX:TieredStopAtLevel=1"] if settings.driver_jit == "quick" else []
     path = archive_path(settings)
     if not settings.jvm_archive or not path.is_file():
-        return []
-    return [f"-XX:SharedArchiveFile={path}", "-Xlog:cds=off", "-Xlog:cds+dynamic=off"]
+        return options
+    return [f"-XX:SharedArchiveFile={path}", "-Xlog:cds=off", "-Xlog:cds+dynamic=off", *options]

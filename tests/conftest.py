@@ -18,6 +18,10 @@ os.environ["AIRFLOW_HOME"] = str(_AIRFLOW_HOME)
 os.environ["SLUICE_AIRFLOW_HOME"] = str(_AIRFLOW_HOME)
 os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
 os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
+# Every driver the tests start (spark-submit from the CLI, Airflow tasks, the chaos harness) runs a few rows and
+# exits: the JIT's first tier only takes ~25% off each (sluice.settings, SLUICE_DRIVER_JIT). The session's own
+# long-lived JVM keeps the full JIT (the ``spark`` fixture).
+os.environ.setdefault("SLUICE_DRIVER_JIT", "quick")
 # Spark's scratch folders (the jars it copies per driver, ~35 MB, shuffle blocks) in one folder of the run's own,
 # deleted at its end: a driver the tests kill on purpose cannot clean up after itself, and /tmp is shared.
 _SPARK_SCRATCH = Path(tempfile.mkdtemp(prefix="sluice-test-spark-"))
@@ -82,7 +86,7 @@ def spark():
     """The one in-process SparkSession of the test run (local[2], Delta, the project's jars and conf)."""
     from spark_jobs.session import local_session
 
-    session = local_session(load_settings(), app_name="sluice-tests")
+    session = local_session(load_settings().model_copy(update={"driver_jit": "full"}), app_name="sluice-tests")
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()

@@ -148,9 +148,8 @@ def test_params_are_validated_before_spark_and_a_backfill_rebuilds_its_days(lake
     summary = summary_of(output)
     assert (summary["mode"], summary["backfill"]["slice"], summary["output_rows"]) == (
         "backfill", "2026-11-02..2026-11-02", 1)
-    rows = sorted((r.id, r.day) for r in spark.read.format("delta").load(table).collect())
-    done, output = dags_test("af_bronze", backfill)  # the same backfill again: the same table
-    assert done.returncode == 0, output[-4000:]
-    assert sorted((r.id, r.day) for r in spark.read.format("delta").load(table).collect()) == rows == [
+    # the day rebuilt, the other day as it was, the checkpoint untouched (that the same backfill again changes
+    # nothing is asserted in-process: tests/spark_jobs/test_backfill.py, test_corrections.py)
+    assert sorted((r.id, r.day) for r in spark.read.format("delta").load(table).collect()) == [
         (1, date(2026, 11, 1)), (2, date(2026, 11, 2))]
     assert tree_digest(checkpoint) == before

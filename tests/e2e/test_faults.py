@@ -124,6 +124,46 @@ def test_airflow_on_kill_kills_the_whole_spark_submit_tree(lake, airflow_db):
     wait_for(f"the killed spark-submit tree {survivors()} to end", lambda: not survivors(), 30, every=0.2)
 
 
+def assert_rounds_lost_and_duplicated_nothing(plan: dict[str, list[str]], results: dict) -> None:
+    for kind, result in results.items():
+        halts = [m for m in plan[kind] if m != "random"]
+        # every planned halt happened: the JVM stopped at its point (never a run that finished instead)
+        assert result["halted"] == len(halts) and result["never_fired"] == [], (kind, result)
+        assert {m: result["kills"][m] for m in halts} == {m: halts.count(m) for m in halts}
+        assert result["rounds"] == len(plan[kind]), (kind, result)
+        assert result["failures"] == []
+        for key in BAD_COUNTS:
+            assert result[key] == 0, (kind, key, result)
+        assert result["rows"] > 0
+        if "between_commits" in halts:
+            # a kill between the two commits left a batch that Delta had committed: the rerun skipped it
+            assert result["replayed_batches"] >= 1, kind
+        # each bad record is in the quarantine table exactly once (BAD_PER_ROUND per input: every round, a
+        # missed one too, and the clean first run before random kills)
+        inputs = result["rounds"] + result["missed"] + ("random" in plan[kind])
+        assert result["quarantine_rows"] == BAD_PER_ROUND * inputs, kind
+
+
+def test_one_halt_at_each_kill_point_no_other_test_covers_loses_and_duplicates_nothing(tmp_path, kafka_broker):
+    # The kill points of the short chaos run below that no other test of `make test` halts at, one round each
+    # (test_cli_clean_source.py, the Airflow retry in test_airflow.py and the CLI backfill halt files
+    # pipelines between their Delta and checkpoint commits): the files pipeline between its sink's and its
+    # quarantine's commits and right before the marker's clear (the one-pass path), the Kafka pipeline before
+    # its quarantine's commit (the counted path: quarantine first, then the sink), the MERGE between its
+    # commits. Each round's input has bad records: malformed, a wrong type, an expectation set to quarantine.
+    plan = {"files": ["before_quarantine_commit", "before_marker_clear"], "kafka": ["before_quarantine_commit"],
+            "merge": ["between_commits"]}
+    harness = Harness(tmp_path / "chaos", seed=7, kinds=list(plan), modes=["random"],
+                      bootstrap=kafka_broker.bootstrap_servers)
+    results = harness.run(0, plan=plan)
+    print(json.dumps(results, indent=1))
+    assert_rounds_lost_and_duplicated_nothing(plan, results)
+    assert results["files"]["rows"] == ROWS_PER_ROUND * (2 + results["files"]["missed"])
+
+
+# `make chaos` runs it (before its 50 rounds per pipeline), `make test` does not (~9 min of CI's suite on
+# 2 cores): the test above halts once at each kill point no other test of `make test` covers.
+@pytest.mark.chaos
 @pytest.mark.timeout(1800)  # 9 kills and 9 clean runs: on a machine busy with other work, past the 900 s default
 def test_short_chaos_run_loses_and_duplicates_nothing(tmp_path, kafka_broker):
     # every pipeline gets the exact kill between the Delta commit and the checkpoint commit, and a halt before
@@ -139,22 +179,7 @@ def test_short_chaos_run_loses_and_duplicates_nothing(tmp_path, kafka_broker):
     # the three pipelines' rounds at the same time, one thread each, as `make chaos` runs them (--parallel)
     results = harness.run(0, plan=plan, parallel=True)
     print(json.dumps(results, indent=1))
-    for kind, result in results.items():
-        halts = [m for m in plan[kind] if m != "random"]
-        # every planned halt happened: the JVM stopped at its point (never a run that finished instead)
-        assert result["halted"] == len(halts) and result["never_fired"] == [], (kind, result)
-        assert {m: result["kills"][m] for m in halts} == {m: halts.count(m) for m in halts}
-        assert result["rounds"] == len(plan[kind]), (kind, result)
-        assert result["failures"] == []
-        for key in BAD_COUNTS:
-            assert result[key] == 0, (kind, key, result)
-        assert result["rows"] > 0
-        # the kill between the two commits left a batch that Delta had committed: the rerun skipped it
-        assert result["replayed_batches"] >= 1, kind
-        # each bad record is in the quarantine table exactly once (BAD_PER_ROUND per input: every round, a
-        # missed one too, and the clean first run before random kills)
-        inputs = result["rounds"] + result["missed"] + ("random" in plan[kind])
-        assert result["quarantine_rows"] == BAD_PER_ROUND * inputs, kind
+    assert_rounds_lost_and_duplicated_nothing(plan, results)
     assert results["files"]["killed_in_flight"] == 1
     assert results["files"]["rows"] == ROWS_PER_ROUND * (4 + 1 + results["files"]["missed"])  # + the clean first run
 

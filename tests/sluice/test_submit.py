@@ -127,3 +127,38 @@ def test_drivers_map_the_jvm_class_archive_when_there_is_one(lake, monkeypatch, 
     monkeypatch.setenv("SLUICE_JVM_ARCHIVE", "off")
     settings = load_settings()  # the environment is read once, into the settings
     assert not any(o.startswith("-XX:SharedArchiveFile") for o in java_options())
+
+
+@pytest.mark.parametrize(("value", "flag"), [(None, False), ("", False), ("full", False), ("quick", True),
+                                             (" Quick ", True)])
+def test_sluice_driver_jit_quick_runs_drivers_on_the_jits_first_tier_only(lake, monkeypatch, tmp_path, value, flag):
+    from sluice.settings import load_settings
+
+    if value is None:
+        monkeypatch.delenv("SLUICE_DRIVER_JIT", raising=False)
+    else:
+        monkeypatch.setenv("SLUICE_DRIVER_JIT", value)
+    plan = build_plan(run_job(spec_path="x.yaml"), make_spec(orders_spec()), load_settings(), workdir=tmp_path / "w")
+    options = plan.conf["spark.driver.extraJavaOptions"].split()
+    assert ("-XX:TieredStopAtLevel=1" in options) is flag
+    assert options[0].startswith("-Dlog4j2.configurationFile=")  # the log set-up stays first, whatever the JIT
+
+
+def test_a_sluice_driver_jit_that_is_no_choice_is_refused_naming_the_choices(monkeypatch):
+    from sluice.settings import load_settings
+
+    monkeypatch.setenv("SLUICE_DRIVER_JIT", "fast")
+    with pytest.raises(ValueError) as refused:
+        load_settings()
+    assert str(refused.value) == ("SLUICE_DRIVER_JIT='fast' is not a choice: set it to 'quick' (the JIT's first "
+                                  "tier only, for short runs) or 'full' (the JVM's default), or unset it")
+
+
+def test_the_cli_refuses_a_bad_sluice_driver_jit_in_one_line(monkeypatch, capsys):
+    from sluice.cli import main
+
+    monkeypatch.setenv("SLUICE_DRIVER_JIT", "fast")
+    assert main(["status", "x"]) == 2
+    assert capsys.readouterr().err == ("sluice: SLUICE_DRIVER_JIT='fast' is not a choice: set it to 'quick' (the "
+                                       "JIT's first tier only, for short runs) or 'full' (the JVM's default), or "
+                                       "unset it\n")
