@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from pyspark.sql.streaming import StreamingQueryListener
@@ -23,6 +24,9 @@ class ProgressCollector(StreamingQueryListener):
         self.reports: list[dict[str, Any]] = []
         self._lock = threading.Lock()
         self._stream = stream or sys.stderr
+        self.reads_of: Callable[[int], int] | None = None
+        """How many times a batch read its input (the batch writer's ``source_reads``): a batch with rows to
+        set aside reads its source again for them, and Spark adds every read to the report's input rows."""
 
     def onQueryStarted(self, event) -> None:  # noqa: N802 (Spark's API)
         pass
@@ -34,7 +38,8 @@ class ProgressCollector(StreamingQueryListener):
         with self._lock:
             self.reports.append(report)
         if is_executed(report):
-            print(progress_line(report), file=self._stream, flush=True)
+            reads = self.reads_of(report["batchId"]) if self.reads_of is not None else 1
+            print(progress_line(report, reads), file=self._stream, flush=True)
 
     def onQueryIdle(self, event) -> None:  # noqa: N802
         pass
@@ -53,13 +58,16 @@ PHASES = ("latestOffset", "walCommit", "getBatch", "queryPlanning", "addBatch", 
 checkpoint's offsets log, plan, write the batch (sink commit), mark it done in the checkpoint's commits log."""
 
 
-def progress_line(report: dict[str, Any]) -> str:
+def progress_line(report: dict[str, Any], reads: int = 1) -> str:
+    """The batch's line on stderr. ``reads``: how many times the batch read its input; its rows are counted
+    once, as the run summary counts them (``input_rows``), and the rate with them."""
     durations = report.get("durationMs", {})
     phases = ", ".join(f"{name} {durations[name]} ms" for name in PHASES if name in durations)
+    reads = max(1, reads)
     line = (
-        f"[sluice] {report.get('name')} batch {report['batchId']}: {report.get('numInputRows', 0)} rows in, "
-        f"{report.get('processedRowsPerSecond', 0.0):.0f} rows/s, {durations.get('triggerExecution', 0)} ms "
-        f"({phases})"
+        f"[sluice] {report.get('name')} batch {report['batchId']}: {report.get('numInputRows', 0) // reads} rows "
+        f"in, {report.get('processedRowsPerSecond', 0.0) / reads:.0f} rows/s, {durations.get('triggerExecution', 0)} "
+        f"ms ({phases})"
     )
     watermark = report.get("eventTime", {}).get("watermark")
     if watermark:

@@ -272,6 +272,7 @@ def _run_query(run: Run) -> None:
             bad_query.awaitTermination()
             summary.bad_records_query = {"batches": len(companion.stats), **_totals(companion.stats.values())}
         writer = BatchWriter(spec, target, transform=not stateful, skip_batches=committed)
+        collector.reads_of = _reads_of(writer)
         query = start_write(
             query_df, batch_function=writer, checkpoint=target_checkpoint, trigger=options.trigger,
             query_name=spec.name, mode=output_mode(spec),
@@ -379,6 +380,11 @@ class OverwrittenFiles(RuntimeError):
     """``on_overwrite: fail`` and landing files were rewritten after they were ingested."""
 
 
+def _reads_of(writer: BatchWriter):
+    """How many times each batch of ``writer`` read its input (1 until it says otherwise)."""
+    return lambda batch_id: (writer.stats.get(batch_id) or {}).get("source_reads", 1)
+
+
 def _run_reingest(run: Run, target: Target) -> None:
     """The companion query of ``on_overwrite: reingest``: the copies of rewritten files, through the same
     reader, transform and writer into the same tables, with a checkpoint and transaction id of its own."""
@@ -395,6 +401,7 @@ def _run_reingest(run: Run, target: Target) -> None:
         query_df, _, _ = query_output(spark, reingest_spec, read_stream(spark, reingest_spec, run.settings))
         writer = BatchWriter(reingest_spec, companion, transform=True,
                              skip_batches=_committed_replay(spark, checkpoint, target.table, companion.app_id))
+        collector.reads_of = _reads_of(writer)
         query = start_write(query_df, batch_function=writer, checkpoint=checkpoint, trigger=run.job.trigger,
                             query_name=f"{spec.name}_reingest", mode=output_mode(spec))
         query.awaitTermination()

@@ -346,3 +346,32 @@ def test_a_late_file_with_an_old_modification_time_is_still_ingested(spark, lake
 
     assert summary["input_rows"] == 4
     assert ids(spark, spec, lake) == list(range(9))
+
+
+def test_the_progress_line_counts_a_batch_read_again_for_its_quarantine_rows_once(spark, lake, capsys):
+    # a one-pass batch with bad records reads its files a second time for its quarantine rows, and Spark adds
+    # both reads to the batch's input rows: the line says what the summary says, each record once
+    spec = make_spec(orders_spec(name="twice_read"))
+    landing = lake.lake_root / "landing" / "orders"
+    write_orders(landing, "a.json", range(0, 5))
+    write_lines(landing / "bad.json", ['{"id": 99, "amo', "not json"])
+    summary = run(spark, spec, lake)
+    assert (summary["input_rows"], summary["quarantined_rows"], summary["micro_batches"][0]["input_rows"]) == (7, 2, 7)
+    printed = ""
+
+    def line_printed() -> bool:  # listener events arrive asynchronously
+        nonlocal printed
+        printed += capsys.readouterr().err
+        return "twice_read batch 0:" in printed
+
+    wait_until("the progress line of batch 0", line_printed, 60, every=0.2, error=AssertionError)
+    assert re.search(r"\[sluice\] twice_read batch 0: 7 rows in, \d+ rows/s", printed), printed
+
+
+def test_a_progress_line_divides_rows_and_rate_by_the_batchs_reads():
+    from spark_jobs.progress import progress_line
+
+    report = {"name": "p", "batchId": 3, "numInputRows": 206, "processedRowsPerSecond": 412.0,
+              "durationMs": {"addBatch": 400, "triggerExecution": 500}}
+    assert progress_line(report, 2) == "[sluice] p batch 3: 103 rows in, 206 rows/s, 500 ms (addBatch 400 ms)"
+    assert progress_line(report) == "[sluice] p batch 3: 206 rows in, 412 rows/s, 500 ms (addBatch 400 ms)"
