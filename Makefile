@@ -114,12 +114,12 @@ install: venv jars sluice-jar chaos-jar jvm-archive airflow-db system-packages
 demo: install
 	$(BIN)/python include/demo.py
 
-# The suite in one process by default. PYTEST_WORKERS=2: two pytest-xdist workers (worksteal), the longest
-# tests dealt out first (tests/durations.json, written by SLUICE_RECORD_DURATIONS=path); each worker has its own
-# SparkSession, Kafka broker and S3 server, and every server a test starts takes free ports. Measured on the
-# 2-core machine it does not pay yet: the suite is CPU-bound (JVM starts), so two workers make each test about
-# twice as slow (docs/development.md, "How the suite runs").
-PYTEST_WORKERS ?= 0
+# The suite on two pytest-xdist workers (worksteal), the longest tests dealt out first (tests/durations.json,
+# written by SLUICE_RECORD_DURATIONS=path); each worker has its own SparkSession, Kafka broker, S3 server and
+# Airflow home, and every server a test starts takes free ports. Measured on the 2-core machine: a mix of
+# Airflow, spark-submit and in-process tests took 881 s on two workers against 1125 s one after the other
+# (docs/development.md, "How the suite runs"). PYTEST_WORKERS=0: one process.
+PYTEST_WORKERS ?= 2
 PYTEST := $(BIN)/python -m pytest $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist worksteal)
 
 # Every test but those marked chaos (many kill rounds: `make chaos` runs them).

@@ -36,6 +36,30 @@ def aws_env(s3_server, monkeypatch):
     return s3_server.env()
 
 
+@pytest.fixture
+def here(spark, s3_server, bucket, aws_env):
+    """Set-up runs in the test's own session (``tests.helpers.run_here``) on the bucket: S3A's settings from the
+    server's AWS variables, a per-bucket key and secret standing in for the environment this JVM started
+    without. The runs a test is about stay `sluice run` processes; returns ``run(name) -> summary``."""
+    from sluice.settings import load_settings
+    from sluice.spark_conf import s3a_conf
+    from tests.helpers import run_here
+
+    hadoop = spark.sparkContext._jsc.hadoopConfiguration()
+    for key, value in s3a_conf(aws_env, load_settings()).items():
+        hadoop.set(key.removeprefix("spark.hadoop."), value)
+    hadoop.set(f"fs.s3a.bucket.{bucket}.access.key", aws_env["AWS_ACCESS_KEY_ID"])
+    hadoop.set(f"fs.s3a.bucket.{bucket}.secret.key", aws_env["AWS_SECRET_ACCESS_KEY"])
+
+    def run(name: str) -> dict:
+        settings = load_settings()  # the test's SLUICE_LAKE_ROOT and SLUICE_CHECKPOINT_ROOT: in the bucket
+        done = run_here(spark, settings, settings.pipelines_dir / f"{name}.yaml", run_id=f"set-up-{name}")
+        assert done["status"] == "succeeded", done["error"]
+        return done
+
+    return run
+
+
 def test_the_delta_log_of_a_table_in_a_bucket_is_read_through_the_store(s3_server, bucket, aws_env, tmp_path):
     local = _table(tmp_path)
     store = ObjectStore.from_env().arrow()  # the first write to a bucket waits for its volumes: patient timeouts
@@ -233,7 +257,7 @@ def test_create_bucket_in_a_store_the_aws_variables_name(aws_env, monkeypatch, t
 
 
 def test_a_chain_in_a_bucket_takes_a_backfill_down_to_gold_as_on_local_disk(bucket, aws_env, lake, monkeypatch,
-                                                                            tmp_path):
+                                                                            tmp_path, here):
     """bronze -> silver -> gold with every table and checkpoint in the bucket: the runs, a backfill of two days
     on bronze with a fixed transform, and the rebuilds down the chain give the tables of the local-disk test
     (tests/e2e/test_cli_corrections.py), row for row, read back with delta-rs."""
@@ -259,8 +283,8 @@ def test_a_chain_in_a_bucket_takes_a_backfill_down_to_gold_as_on_local_disk(buck
         assert done.returncode == 0, done.stderr[-3000:]
         return last_json_line(done.stdout)
 
-    for name in ("bronze", "silver", "gold"):
-        run(name)
+    for name in ("bronze", "silver", "gold"):  # the set-up runs, in-process; the backfill and its rebuilds: `sluice run`
+        here(name)
     write_spec(lake.pipelines_dir, {**BRONZE, "transform": {"sql": TIMES_TEN}})
     assert run("bronze", "--backfill-from", "2026-11-01", "--backfill-to", "2026-11-02")["backfill"]["slice"] == \
         "2026-11-01..2026-11-02"
@@ -355,7 +379,7 @@ def test_a_driver_paused_past_its_lease_commits_nothing_and_the_next_run_takes_e
     assert _read(f"{root}/lake/bronze/orders", "id", "amount") == [(i, i * 1.5) for i in range(5)]
 
 
-def test_merge_reset_and_maintenance_of_a_table_in_a_bucket(bucket, aws_env, lake, monkeypatch):
+def test_merge_reset_and_maintenance_of_a_table_in_a_bucket(bucket, aws_env, lake, monkeypatch, here):
     """A MERGE sink (the latest row per key), a reset (the old checkpoint set aside in the bucket, the table
     replaced from everything the source holds) and maintenance (OPTIMIZE compacts, VACUUM deletes the files
     it replaced) with the table and checkpoint in the bucket."""
@@ -376,7 +400,7 @@ def test_merge_reset_and_maintenance_of_a_table_in_a_bucket(bucket, aws_env, lak
         return last_json_line(done.stdout)
 
     _land(bucket, "merge/lake/landing/a.json", range(0, 4))
-    run("run", "latest")
+    here("latest")  # the set-up run, in-process; the MERGE of updates, the reset and maintenance: `sluice`
     with ObjectStore.from_env().arrow().open_output_stream(f"{bucket}/merge/lake/landing/b.json") as out:
         out.write("".join(json.dumps({"id": i, "amount": 100.0 + i}) + "\n" for i in (1, 2, 9)).encode())
     run("run", "latest")
@@ -389,7 +413,7 @@ def test_merge_reset_and_maintenance_of_a_table_in_a_bucket(bucket, aws_env, lak
     assert len(aside) == 1 and Storage(f"{root}/checkpoints/{aside[0]}").is_file("metadata"), aside
 
     _land(bucket, "merge/lake/landing/c.json", range(20, 22))  # new keys only: a file of their own
-    run("run", "latest")
+    here("latest")
     latest += [(20, 30.0), (21, 31.5)]
     maintained = run("maintain", "latest")
     sink = maintained["tables"]["sink"]
