@@ -32,6 +32,19 @@ def run(spark, spec: PipelineSpec, lake, trigger=None, dry_run=False) -> dict:
                                                       write_ledger=False)).to_json()
 
 
+def stderr_until(capsys, text: str) -> str:
+    """What was printed on stderr, read until ``text`` is in it: listener events arrive asynchronously."""
+    printed = ""
+
+    def seen() -> bool:
+        nonlocal printed
+        printed += capsys.readouterr().err
+        return text in printed
+
+    wait_until(f"the line {text!r}", seen, 60, every=0.2, error=AssertionError)
+    return printed
+
+
 def table(spark, spec, lake):
     return spark.read.format("delta").load(spec.sink_path(lake))
 
@@ -269,14 +282,7 @@ def test_windowed_count_writes_each_window_once_after_the_watermark_passes(spark
     assert windows(spark, spec, lake) == FIRST_WINDOWS
 
     # each batch's progress is printed as it happens (the task log): rows, rate, phases, watermark, state
-    printed = ""
-
-    def both_batches_printed() -> bool:  # listener events arrive asynchronously
-        nonlocal printed
-        printed += capsys.readouterr().err
-        return "windowed batch 1:" in printed
-
-    wait_until("the progress line of batch 1", both_batches_printed, 60, every=0.2, error=AssertionError)
+    printed = stderr_until(capsys, "windowed batch 1:")
     batch0 = re.search(r"\[sluice\] windowed batch 0: 5 rows in, \d+ rows/s, \d+ ms \((.*)\), watermark (\S+), "
                        r"state rows (\d+)", printed)
     assert batch0, printed
@@ -357,14 +363,7 @@ def test_the_progress_line_counts_a_batch_read_again_for_its_quarantine_rows_onc
     write_lines(landing / "bad.json", ['{"id": 99, "amo', "not json"])
     summary = run(spark, spec, lake)
     assert (summary["input_rows"], summary["quarantined_rows"], summary["micro_batches"][0]["input_rows"]) == (7, 2, 7)
-    printed = ""
-
-    def line_printed() -> bool:  # listener events arrive asynchronously
-        nonlocal printed
-        printed += capsys.readouterr().err
-        return "twice_read batch 0:" in printed
-
-    wait_until("the progress line of batch 0", line_printed, 60, every=0.2, error=AssertionError)
+    printed = stderr_until(capsys, "twice_read batch 0:")
     assert re.search(r"\[sluice\] twice_read batch 0: 7 rows in, \d+ rows/s", printed), printed
 
 
