@@ -57,6 +57,12 @@ QUARANTINE_COLUMNS = ("pipeline", "run_id", "batch_id", "source", "raw", "error"
 _EXAMPLE_CHARS = 300
 
 
+def source_reads(stats: dict[int, dict[str, Any]], batch_id: int) -> int:
+    """How many times batch ``batch_id`` read its input, by a writer's ``stats``: a one-pass batch with rows to
+    set aside reads its source again for them, and Spark counts its input once per read."""
+    return (stats.get(batch_id) or {}).get("source_reads", 1)
+
+
 class BatchRejected(RuntimeError):
     """The batch must not be committed (bad records with ``fail``, an expectation that fails, new fields with
     ``schema_evolution: fail``, a parquet file of another schema). The message says what and how to go on."""

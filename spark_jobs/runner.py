@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import tempfile
 import time
 import uuid
@@ -34,7 +35,12 @@ from spark_jobs import (
     schema_evolution,
     upstream,
 )
-from spark_jobs.batch_writer import BatchWriter, Target, quarantine_pending
+from spark_jobs.batch_writer import (
+    BatchWriter,
+    Target,
+    quarantine_pending,
+    source_reads,
+)
 from spark_jobs.delta_table import (
     as_json,
     commits_since,
@@ -272,7 +278,7 @@ def _run_query(run: Run) -> None:
             bad_query.awaitTermination()
             summary.bad_records_query = {"batches": len(companion.stats), **_totals(companion.stats.values())}
         writer = BatchWriter(spec, target, transform=not stateful, skip_batches=committed)
-        collector.reads_of = _reads_of(writer)
+        collector.reads_of = functools.partial(source_reads, writer.stats)
         query = start_write(
             query_df, batch_function=writer, checkpoint=target_checkpoint, trigger=options.trigger,
             query_name=spec.name, mode=output_mode(spec),
@@ -380,11 +386,6 @@ class OverwrittenFiles(RuntimeError):
     """``on_overwrite: fail`` and landing files were rewritten after they were ingested."""
 
 
-def _reads_of(writer: BatchWriter):
-    """How many times each batch of ``writer`` read its input (1 until it says otherwise)."""
-    return lambda batch_id: (writer.stats.get(batch_id) or {}).get("source_reads", 1)
-
-
 def _run_reingest(run: Run, target: Target) -> None:
     """The companion query of ``on_overwrite: reingest``: the copies of rewritten files, through the same
     reader, transform and writer into the same tables, with a checkpoint and transaction id of its own."""
@@ -401,7 +402,7 @@ def _run_reingest(run: Run, target: Target) -> None:
         query_df, _, _ = query_output(spark, reingest_spec, read_stream(spark, reingest_spec, run.settings))
         writer = BatchWriter(reingest_spec, companion, transform=True,
                              skip_batches=_committed_replay(spark, checkpoint, target.table, companion.app_id))
-        collector.reads_of = _reads_of(writer)
+        collector.reads_of = functools.partial(source_reads, writer.stats)
         query = start_write(query_df, batch_function=writer, checkpoint=checkpoint, trigger=run.job.trigger,
                             query_name=f"{spec.name}_reingest", mode=output_mode(spec))
         query.awaitTermination()
@@ -519,8 +520,7 @@ def _ran_batches(run: Run, ran: Ran, target: Target, *, before: int | None, late
         batch_id = report["batchId"]
         commit = commits.get(batch_id)
         batch_stats = stats.get(batch_id) or {}
-        # a batch read again for its quarantine rows: Spark counted its input once per read
-        reads = batch_stats.get("source_reads", 1)
+        reads = source_reads(stats, batch_id)
         replayed = commit is not None and before is not None and commit["version"] <= before
         sources = []
         for index, source in enumerate(report.get("sources", [])):
