@@ -26,6 +26,8 @@ env                        meaning                                     default
 ``SLUICE_DRIVER_JIT``      ``quick``: drivers compile with the JIT's   ``full``
                            first tier only (short runs: ~25% less
                            CPU; long ones slower)
+``SLUICE_SPARK_CONF``      Spark settings of every driver, a JSON      none
+                           object (a spec's ``spark_conf`` overrides)
 ``SLUICE_MAINTENANCE_SCHEDULE``  the maintenance DAG's schedule       ``@daily`` (``none``: manual runs only)
 ``SLUICE_STACK_HOME``      where ``make stack`` keeps its processes    ``$SLUICE_HOME/var/stack``
 ``SLUICE_STACK_<X>_PORT``  a port of ``make stack`` (e.g. ``API``)     see ``sluice.stack.Ports``
@@ -40,6 +42,7 @@ This is the one place a ``SLUICE_*`` variable is read (a test holds it): the res
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -87,6 +90,10 @@ class Settings(BaseModel):
     increment spends most of its CPU compiling, and the optimising tier's compiles rarely pay back before the
     run exits: measured ~25% off a one-batch run on 2 cores. A long run (a backfill of many GB) is slower
     with it, hence not the default."""
+    spark_conf: dict[str, str] = {}
+    """Spark settings for every driver this deployment starts (and sluice's in-process sessions), over sluice's
+    defaults and under a spec's own ``spark_conf``: e.g. a site's memory sizes, or, for a test suite of many
+    tiny runs, Spark's interpreted expressions instead of generated code."""
     maintenance_schedule: str | None = "@daily"
     """The schedule of the ``sluice_maintenance`` DAG; None: manual runs only."""
     stack_home: Path | None = None
@@ -173,6 +180,7 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         spark_master=env.get("SLUICE_SPARK_MASTER") or "local[*]",
         jvm_archive=(env.get("SLUICE_JVM_ARCHIVE") or "").lower() not in ("off", "0", "false"),
         driver_jit=driver_jit(env.get("SLUICE_DRIVER_JIT")),
+        spark_conf=spark_conf(env.get("SLUICE_SPARK_CONF")),
         maintenance_schedule=None if schedule.lower() in ("", "none") else schedule,
         stack_home=folder("SLUICE_STACK_HOME", home / "var" / "stack"),
         stack_ports={key[len("SLUICE_STACK_"):-len("_PORT")].lower(): int(value) for key, value in env.items()
@@ -194,6 +202,29 @@ def driver_jit(value: str | None) -> Literal["full", "quick"]:
         raise ValueError(f"SLUICE_DRIVER_JIT={value!r} is not a choice: set it to 'quick' (the JIT's first tier "
                          "only, for short runs) or 'full' (the JVM's default), or unset it")
     return choice  # type: ignore[return-value]
+
+
+def spark_conf(value: str | None) -> dict[str, str]:
+    """``SLUICE_SPARK_CONF`` read: a JSON object of Spark settings (values as strings, numbers or booleans);
+    unset or empty is none. Anything else is refused, showing the form it takes."""
+    if not (value or "").strip():
+        return {}
+    example = """e.g. SLUICE_SPARK_CONF='{"spark.driver.memory": "4g"}', or unset it"""
+    try:
+        parsed = json.loads(value)
+    except ValueError as err:
+        raise ValueError(f"SLUICE_SPARK_CONF is not JSON ({err}): give a JSON object of Spark settings, "
+                         f"{example}") from None
+    if not isinstance(parsed, dict):
+        raise ValueError(f"SLUICE_SPARK_CONF is a JSON {type(parsed).__name__}, not an object: give a JSON object "
+                         f"of Spark settings, {example}")
+    conf: dict[str, str] = {}
+    for key, item in parsed.items():
+        if not key.startswith("spark.") or isinstance(item, (dict, list)) or item is None:
+            raise ValueError(f"SLUICE_SPARK_CONF's {key!r}: {json.dumps(item)} is not a Spark setting: keys start "
+                             f"with 'spark.' and values are strings, numbers or booleans, {example}")
+        conf[key] = str(item).lower() if isinstance(item, bool) else str(item)
+    return conf
 
 
 def under(root: Path | str, *parts: str) -> Path | str:

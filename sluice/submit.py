@@ -129,12 +129,14 @@ def object_store_uris(spec: PipelineSpec, settings: Settings) -> list[str]:
 
 
 def _conf(spec: PipelineSpec, settings: Settings) -> dict[str, str]:
-    """sluice's Spark settings, the driver's JVM options (log4j, class archive), then the spec's own."""
+    """sluice's Spark settings, the driver's JVM options (log4j, class archive), the deployment's
+    (``SLUICE_SPARK_CONF``), then the spec's own."""
     return {
         **default_spark_conf(),
         "spark.driver.extraJavaOptions": " ".join(
             [f"-Dlog4j2.configurationFile=file:{spark_jobs_dir() / 'log4j2.properties'}",
              *driver_java_options(settings)]),
+        **settings.spark_conf,
         **{k: option_text(v) for k, v in spec.spark_conf.items()},
     }
 

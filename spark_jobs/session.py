@@ -23,7 +23,7 @@ def local_session(settings: Settings, app_name: str = "sluice-local", extra_conf
     builder = SparkSession.builder.master("local[2]").appName(app_name)
     jars = [*settings.spark_jars(), *settings.object_store_jars()]
     conf = {**default_spark_conf(), **s3a_conf(os.environ, settings), "spark.jars": ",".join(str(j) for j in jars),
-            **(extra_conf or {})}
+            **settings.spark_conf, **(extra_conf or {})}
     java_options = driver_java_options(settings)
     if java_options:
         conf["spark.driver.extraJavaOptions"] = " ".join(java_options)

@@ -32,7 +32,11 @@ def airflow_standalone(tmp_path: Path, migrated_db: Path, overrides: dict[str, s
     one (the ``airflow_db`` fixture: Airflow then finds nothing to migrate); yields (environment, log file).
 
     The maintenance and freshness DAGs are manual-only here (``SLUICE_*_SCHEDULE=none``): their scheduled runs
-    would start spark-submits that no test asks for, beside the ones it measures; a test can ask for them."""
+    would start spark-submits that no test asks for, beside the ones it measures; a test can ask for them.
+
+    Leaving it is the test of `sluice airflow standalone`'s stop: SIGTERM to it alone, as a service manager sends
+    it, must end every process it started (scheduler, API server, triggerer, DAG processor, their workers);
+    whatever is left fails the test that started it (the UI, backfill and corrections tests)."""
     port = free_port()
     home = tmp_path / "airflow-home"
     home.mkdir()

@@ -9,6 +9,7 @@ from tests.e2e.conftest import sluice
 from tests.helpers import (
     delta_version,
     orders_spec,
+    run_here,
     tree_digest,
     write_lines,
     write_orders,
@@ -74,11 +75,9 @@ def test_dags_test_runs_the_task_and_tasks_test_is_a_dry_run(lake, spark, airflo
     assert spark.read.format("delta").load(table).count() == 12
     assert spark.read.format("delta").load(quarantine).count() == 1  # the dry run's went to its scratch table
 
-    # the next real run ingests what the dry run reported
-    second = sluice("airflow", "dags", "test", "af_orders")
-    output = second.stdout + second.stderr
-    assert second.returncode == 0, output[-4000:]
-    assert summary_of(output)["input_rows"] == dry_summary["input_rows"]
+    # the next real run (in-process: the DAG's run is the first one's path) ingests what the dry run reported
+    second = run_here(spark, lake, lake.pipelines_dir / "af_orders.yaml", run_id="second")
+    assert second["input_rows"] == dry_summary["input_rows"]
     assert spark.read.format("delta").load(table).count() == 20
     assert spark.read.format("delta").load(quarantine).count() == 2
 

@@ -1,6 +1,7 @@
 """`sluice run` with landing files rewritten after they were ingested: the warning on stderr, the ledger row,
 and `on_overwrite: reingest` killed (JVM halted, as kill -9) at its two commits, then run again: each version
-of the file is in the table exactly once."""
+of the file is in the table exactly once. The runs that set up and the ones after a kill are made in-process
+(``run_here``); the warning's run and the killed ones are `sluice run` processes."""
 
 from __future__ import annotations
 
@@ -26,6 +27,12 @@ def halted_run(monkeypatch, pattern: str) -> None:
     assert done.returncode == 1, done.stderr[-3000:]
     assert "sluice chaos: halting the JVM before writing" in done.stderr, done.stderr[-3000:]
     assert "spark-submit exited with code 137" in done.stderr
+
+
+def here(spark, lake) -> dict:
+    done = run_here(spark, lake, lake.pipelines_dir / "items.yaml", run_id="after-a-kill")
+    assert done["status"] == "succeeded", done["error"]
+    return done
 
 
 def test_a_rewrite_is_warned_about_and_reingested_exactly_once_across_kills(lake, spark, monkeypatch):
@@ -55,17 +62,15 @@ def test_a_rewrite_is_warned_about_and_reingested_exactly_once_across_kills(lake
     spec["source"]["on_overwrite"] = "reingest"
     write_spec(lake.pipelines_dir, spec)
     halted_run(monkeypatch, r"bronze/items/_delta_log/\d+\.json$")
-    again = sluice("run", "items")
-    assert again.returncode == 0, again.stderr[-3000:]
-    assert last_json_line(again.stdout)["reingest"]["input_rows"] == 6
+    again = here(spark, lake)  # the runs after a kill: in-process, on what the killed driver left
+    assert again["reingest"]["input_rows"] == 6
 
     # a third version, killed between its Delta commit and the companion checkpoint's commit: the rerun skips it
     rewrite(landed, 3, range(0, 7))
     halted_run(monkeypatch, r"reingest/checkpoint/commits/\d+$")
-    replay = sluice("run", "items")
-    assert replay.returncode == 0, replay.stderr[-3000:]
-    assert last_json_line(replay.stdout)["reingest"]["skipped_batches"] == [1]
-    assert sluice("run", "items").returncode == 0
+    replay = here(spark, lake)
+    assert replay["reingest"]["skipped_batches"] == [1]
+    here(spark, lake)
 
     table = spark.read.format("delta").load(str(lake.lake_root / "bronze" / "items")).collect()
     assert Counter((r.v, r.id) for r in table) == Counter([(1, i) for i in range(5)] + [(2, i) for i in range(6)]

@@ -53,9 +53,8 @@ def test_sluice_run_is_incremental_and_dry_run_predicts_the_next_run(lake, spark
     # nothing left behind but the run's line in the ledger (every run is recorded, a dry run too)
     assert new_files_since(roots, files_before, expected=(lake.ledger_path,)) == []
 
-    third = sluice("run", str(spec_path), "--trigger", "once")
-    assert third.returncode == 0, third.stderr[-3000:]
-    real = last_json_line(third.stdout)
+    # the next real run, in-process (its `--trigger once` is read as tests/sluice/test_cli.py shows)
+    real = run_here(spark, lake, spec_path, trigger="once", run_id="cli__third")
     assert (real["trigger"], real["input_rows"], real["delta_version_after"]) == ("once", 5, 1)
     assert spark.read.format("delta").load(summary["sink"]).count() == 15
 
@@ -106,10 +105,9 @@ def test_a_lost_checkpoint_is_refused_and_reset_checkpoint_rebuilds_the_table_fr
     assert sorted(r.id for r in spark.read.format("delta").load(table).collect()) == list(range(10))
     assert not checkpoint.exists()
 
-    # When it runs with --reset-checkpoint, Then the table holds the whole source, each record once
-    reset = sluice("run", str(spec_path), "--reset-checkpoint")
-    assert reset.returncode == 0, reset.stderr[-3000:]
-    summary = last_json_line(reset.stdout)
+    # When it runs with --reset-checkpoint (in-process: the CLI's flag is read as tests/sluice/test_cli.py shows),
+    # Then the table holds the whole source, each record once
+    summary = run_here(spark, lake, spec_path, reset=True)
     assert (summary["mode"], summary["status"]) == ("reset", "succeeded")
     assert (summary["input_rows"], summary["output_rows"]) == (15, 15)
     assert sorted(r.id for r in spark.read.format("delta").load(table).collect()) == list(range(15))

@@ -40,7 +40,8 @@ def aws_env(s3_server, monkeypatch):
 def here(spark, s3_server, bucket, aws_env):
     """Set-up runs in the test's own session (``tests.helpers.run_here``) on the bucket: S3A's settings from the
     server's AWS variables, a per-bucket key and secret standing in for the environment this JVM started
-    without. The runs a test is about stay `sluice run` processes; returns ``run(name) -> summary``."""
+    without. The runs a test is about stay `sluice run` processes; returns ``run(name, **job) -> summary`` (``job``:
+    :func:`sluice.contract.run_job`'s fields, e.g. ``dry_run=True``)."""
     from sluice.settings import load_settings
     from sluice.spark_conf import s3a_conf
     from tests.helpers import run_here
@@ -51,9 +52,9 @@ def here(spark, s3_server, bucket, aws_env):
     hadoop.set(f"fs.s3a.bucket.{bucket}.access.key", aws_env["AWS_ACCESS_KEY_ID"])
     hadoop.set(f"fs.s3a.bucket.{bucket}.secret.key", aws_env["AWS_SECRET_ACCESS_KEY"])
 
-    def run(name: str) -> dict:
+    def run(name: str, **job) -> dict:
         settings = load_settings()  # the test's SLUICE_LAKE_ROOT and SLUICE_CHECKPOINT_ROOT: in the bucket
-        done = run_here(spark, settings, settings.pipelines_dir / f"{name}.yaml", run_id=f"set-up-{name}")
+        done = run_here(spark, settings, settings.pipelines_dir / f"{name}.yaml", run_id=f"set-up-{name}", **job)
         assert done["status"] == "succeeded", done["error"]
         return done
 
@@ -192,10 +193,11 @@ def _land(bucket: str, key: str, ids: range, bad: int = 0) -> None:
 
 
 def test_a_pipeline_with_its_lake_and_checkpoints_in_a_bucket_takes_each_record_once(bucket, aws_env, lake,
-                                                                                      monkeypatch):
+                                                                                      monkeypatch, here):
     """`sluice run` with SLUICE_LAKE_ROOT and SLUICE_CHECKPOINT_ROOT in a bucket: the source files, the table,
     the quarantine, the checkpoint, the lock and the ledger all in the store; a dry run changes none of them;
-    a bad bucket is named before anything starts."""
+    a bad bucket is named before anything starts. The first run is a `sluice run` process (the store's
+    variables reach its driver); the dry run and the runs after it are made in-process (``here``)."""
     from tests.e2e.conftest import last_json_line, sluice
     from tests.helpers import write_spec
 
@@ -216,16 +218,14 @@ def test_a_pipeline_with_its_lake_and_checkpoints_in_a_bucket_takes_each_record_
     _land(bucket, "run/lake/landing/orders/b.json", range(5, 8))
     checkpoint = Storage(f"{root}/checkpoints/orders")
     before = sorted(checkpoint.walk_files())
-    dry = sluice("run", "orders", "--dry-run")
-    assert dry.returncode == 0, dry.stderr[-3000:]
-    assert (last_json_line(dry.stdout)["input_rows"], last_json_line(dry.stdout)["dry_run"]) == (3, True)
+    dry = here("orders", dry_run=True)
+    assert (dry["input_rows"], dry["dry_run"]) == (3, True)
     assert sorted(checkpoint.walk_files()) == before  # the checkpoint untouched
     assert Storage(f"{root}/checkpoints/_dry_runs").walk_files() == []  # its scratch copies deleted
     assert len(_read(f"{root}/lake/bronze/orders", "id", "amount")) == 5
 
-    second, third = sluice("run", "orders"), sluice("run", "orders")
-    assert second.returncode == 0 and third.returncode == 0, (second.stderr[-3000:], third.stderr[-3000:])
-    assert (last_json_line(second.stdout)["input_rows"], last_json_line(third.stdout)["input_rows"]) == (3, 0)
+    second, third = here("orders"), here("orders")
+    assert (second["input_rows"], third["input_rows"]) == (3, 0)
     assert _read(f"{root}/lake/bronze/orders", "id", "amount") == [(i, i * 1.5) for i in range(8)]  # each record once
     assert Storage(f"{root}/checkpoints/_locks").walk_files() == []  # the leases released
     status = sluice("status", "orders")
@@ -283,13 +283,13 @@ def test_a_chain_in_a_bucket_takes_a_backfill_down_to_gold_as_on_local_disk(buck
         assert done.returncode == 0, done.stderr[-3000:]
         return last_json_line(done.stdout)
 
-    for name in ("bronze", "silver", "gold"):  # the set-up runs, in-process; the backfill and its rebuilds: `sluice run`
+    for name in ("bronze", "silver", "gold"):  # the set-up runs, in-process; the backfill: `sluice run`
         here(name)
     write_spec(lake.pipelines_dir, {**BRONZE, "transform": {"sql": TIMES_TEN}})
     assert run("bronze", "--backfill-from", "2026-11-01", "--backfill-to", "2026-11-02")["backfill"]["slice"] == \
         "2026-11-01..2026-11-02"
-    run("silver")
-    follow = run("gold")["upstream_changes"]
+    here("silver")  # the rebuilds down the chain, in-process: the same runner as a driver's
+    follow = here("gold")["upstream_changes"]
     assert (follow["pipeline"], follow["action"], [r["slice"] for r in follow["rebuilds"]]) == (
         "silver", "rebuild", ["2026-11-01..2026-11-02"])
     assert _read(f"{root}/lake/silver", "id", "day", "region", "amount") == [
@@ -309,8 +309,10 @@ def _read(uri: str, *columns: str) -> list[tuple]:
     return sorted(zip(*values))
 
 
-def test_kafka_into_a_table_in_a_bucket_takes_each_record_once(bucket, aws_env, lake, monkeypatch, kafka_broker):
-    """Kafka -> Delta with the table, its quarantine and its checkpoint (the offsets) in the bucket."""
+def test_kafka_into_a_table_in_a_bucket_takes_each_record_once(bucket, aws_env, lake, monkeypatch, kafka_broker,
+                                                                here):
+    """Kafka -> Delta with the table, its quarantine and its checkpoint (the offsets) in the bucket: the first run
+    in-process (``here``), the second a `sluice run` process that resumes from the offsets in the bucket."""
     from sluice.kafka_broker import create_topic
     from tests.e2e.conftest import last_json_line, sluice
     from tests.helpers import kafka_spec, produce, write_spec
@@ -322,9 +324,8 @@ def test_kafka_into_a_table_in_a_bucket_takes_each_record_once(bucket, aws_env, 
     create_topic(bootstrap, "s3_orders", partitions=2)
     write_spec(lake.pipelines_dir, kafka_spec("s3_orders", bootstrap, "s3_orders"))
     produce(bootstrap, "s3_orders", range(0, 6), bad_values=["not json"])
-    first = sluice("run", "s3_orders")
-    assert first.returncode == 0, first.stderr[-3000:]
-    assert (last_json_line(first.stdout)["output_rows"], last_json_line(first.stdout)["quarantined_rows"]) == (6, 1)
+    first = here("s3_orders")
+    assert (first["output_rows"], first["quarantined_rows"]) == (6, 1)
     produce(bootstrap, "s3_orders", range(6, 9))
     second = sluice("run", "s3_orders")
     assert second.returncode == 0 and last_json_line(second.stdout)["input_rows"] == 3, second.stderr[-3000:]
@@ -333,11 +334,11 @@ def test_kafka_into_a_table_in_a_bucket_takes_each_record_once(bucket, aws_env, 
 
 
 def test_a_driver_paused_past_its_lease_commits_nothing_and_the_next_run_takes_each_record_once(
-        bucket, aws_env, lake, monkeypatch):
+        bucket, aws_env, lake, monkeypatch, here):
     """A real `sluice run` driver stopped (SIGSTOP) once it holds its lease, for longer than the lease: another
     run takes the lock over; the driver, resumed, refuses its Delta commit ("lost its lock") and the run fails.
     The next run ingests every record once."""
-    from tests.e2e.conftest import BIN, last_json_line, sluice
+    from tests.e2e.conftest import BIN, last_json_line
     from tests.helpers import write_spec
 
     root, lease = f"s3a://{bucket}/paused", 6
@@ -374,8 +375,7 @@ def test_a_driver_paused_past_its_lease_commits_nothing_and_the_next_run_takes_e
     assert summary["output_rows"] == 0, summary
     assert DeltaLog.open(f"{root}/lake/bronze/orders") is None or \
         _read(f"{root}/lake/bronze/orders", "id", "amount") == []  # nothing committed by the paused driver
-    again = sluice("run", "orders")
-    assert again.returncode == 0, again.stderr[-3000:]
+    assert here("orders")["output_rows"] == 5  # the next run (in-process): every record, once
     assert _read(f"{root}/lake/bronze/orders", "id", "amount") == [(i, i * 1.5) for i in range(5)]
 
 
@@ -400,14 +400,14 @@ def test_merge_reset_and_maintenance_of_a_table_in_a_bucket(bucket, aws_env, lak
         return last_json_line(done.stdout)
 
     _land(bucket, "merge/lake/landing/a.json", range(0, 4))
-    here("latest")  # the set-up run, in-process; the MERGE of updates, the reset and maintenance: `sluice`
+    here("latest")  # the runs and the reset in-process; maintenance: a `sluice maintain` process
     with ObjectStore.from_env().arrow().open_output_stream(f"{bucket}/merge/lake/landing/b.json") as out:
         out.write("".join(json.dumps({"id": i, "amount": 100.0 + i}) + "\n" for i in (1, 2, 9)).encode())
-    run("run", "latest")
+    here("latest")
     latest = [(0, 0.0), (1, 101.0), (2, 102.0), (3, 4.5), (9, 109.0)]
     assert _read(f"{root}/lake/silver/latest", "id", "amount") == latest
 
-    reset = run("run", "latest", "--reset-checkpoint", "--max-files-per-trigger", "1")  # the files in order
+    reset = here("latest", reset=True, max_files_per_trigger=1)  # the files in order
     assert reset["input_rows"] == 7 and _read(f"{root}/lake/silver/latest", "id", "amount") == latest
     aside = [e.name for e in Storage(f"{root}/checkpoints").list() if e.name.startswith("latest.")]
     assert len(aside) == 1 and Storage(f"{root}/checkpoints/{aside[0]}").is_file("metadata"), aside
@@ -422,9 +422,10 @@ def test_merge_reset_and_maintenance_of_a_table_in_a_bucket(bucket, aws_env, lak
 
 
 def test_a_landing_object_rewritten_after_it_was_ingested_is_seen_and_reingested_once(bucket, aws_env, lake,
-                                                                                      monkeypatch):
+                                                                                      monkeypatch, here):
     """source.on_overwrite in a bucket: the object's Last-Modified against the time Spark's source log holds
-    (to the second), its copy staged in the bucket, ingested once by the companion query."""
+    (to the second), its copy staged in the bucket, ingested once by the companion query. The run that sees the
+    rewrite is a `sluice run` process; the ones before and after it are made in-process (``here``)."""
     from tests.e2e.conftest import last_json_line, sluice
     from tests.helpers import write_spec
 
@@ -443,7 +444,7 @@ def test_a_landing_object_rewritten_after_it_was_ingested_is_seen_and_reingested
 
     _land(bucket, "rewritten/lake/landing/a.json", range(0, 3))
     _land(bucket, "rewritten/lake/landing/b.json", range(3, 5))
-    first = run()
+    first = here("corrected")
     assert first["overwritten_files"] == {"checked": True, "count": 0, "paths": [], "action": "reingest"}
     assert first["input_rows"] == 5
     time.sleep(1.2)  # Last-Modified is kept to the second: the rewrite lands in a later one
@@ -458,5 +459,5 @@ def test_a_landing_object_rewritten_after_it_was_ingested_is_seen_and_reingested
         (0, 0.0), (1, 101.0), (2, 102.0), (3, 4.5), (4, 6.0), (7, 107.0)]
     # the copy ingested is deleted from the bucket; the version stays known: not reported or taken again
     assert Storage(f"{root}/checkpoints/corrected/reingest/files").walk_files() == []
-    third = run()
+    third = here("corrected")
     assert (third["input_rows"], third["overwritten_files"]["count"]) == (0, 0), third

@@ -204,10 +204,3 @@ def _summary_in_the_xcom_tab(page, base: str, dag_id: str, run_id: str) -> dict:
     row.get_by_role("button", name="Copy").click()
     return json.loads(page.evaluate("navigator.clipboard.readText()"))
 
-
-def test_sluice_airflow_standalone_stopped_with_sigterm_stops_everything_it_started(tmp_path, airflow_db):
-    # Given a running `sluice airflow standalone` (scheduler, API server, triggerer, DAG processor, workers)
-    with airflow_standalone(tmp_path, airflow_db) as (env, log):
-        wait_for("the Airflow API server's login", lambda: Api.connect(env), 300, log)
-    # When it alone gets SIGTERM, Then every process it started ends: asserted by airflow_standalone on leaving
-    # (`stop_as_a_service_manager_would`), here and after every other test that starts one

@@ -97,3 +97,24 @@ def test_validate_refuses_two_specs_of_the_folder_sharing_a_table_not_created_ye
     assert (f"refused: {first}: the next run would be refused: sink.path: the table {table} is also the sink of "
             f"second ({second}): the first of them to run would own it") in err
     assert f"refused: {second}: the next run would be refused: sink.path: the table {table} is also the sink of first" in err
+
+
+@pytest.mark.parametrize(("args", "expected"), [
+    ([], ("incremental", "available_now", False, False)),
+    (["--trigger", "once"], ("incremental", "once", False, False)),
+    (["--dry-run"], ("incremental", "available_now", True, False)),
+    (["--reset-checkpoint", "--max-files-per-trigger", "1"], ("reset", "available_now", False, True)),
+])
+def test_sluice_run_hands_its_flags_to_the_driver_in_the_job_request(lake, monkeypatch, args, expected):
+    """What `sluice run`'s flags become in the request the driver reads (its run there is tested in-process and
+    in tests/e2e/test_cli_run.py): here up to the launch, no Spark."""
+    import sluice.cli as cli
+
+    launched = []
+    monkeypatch.setattr(cli, "_launch", lambda job, *_, **__: launched.append(job) or 0)
+    spec_path = write_spec(lake.pipelines_dir, orders_spec())
+    assert main(["run", "orders", *args]) == 0
+    (job,) = launched
+    assert (job.run.mode, job.run.trigger, job.run.dry_run, job.reset) == expected
+    assert job.spec_path == str(spec_path) and job.run_id.startswith("cli__")
+    assert job.run.max_files_per_trigger == (1 if "--max-files-per-trigger" in args else None)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -162,3 +163,40 @@ def test_the_cli_refuses_a_bad_sluice_driver_jit_in_one_line(monkeypatch, capsys
     assert capsys.readouterr().err == ("sluice: SLUICE_DRIVER_JIT='fast' is not a choice: set it to 'quick' (the "
                                        "JIT's first tier only, for short runs) or 'full' (the JVM's default), or "
                                        "unset it\n")
+
+
+def test_sluice_spark_conf_reaches_every_driver_between_sluices_defaults_and_the_specs_own(lake, monkeypatch,
+                                                                                            tmp_path):
+    from sluice.settings import load_settings
+
+    monkeypatch.setenv("SLUICE_SPARK_CONF", json.dumps({"spark.sql.codegen.wholeStage": False,
+                                                        "spark.sql.shuffle.partitions": 3,
+                                                        "spark.driver.memory": "3g"}))
+    spec = make_spec({**orders_spec(), "spark_conf": {"spark.driver.memory": "5g"}})
+    plan = build_plan(run_job(spec_path="x.yaml"), spec, load_settings(), workdir=tmp_path / "w")
+    assert plan.conf["spark.sql.codegen.wholeStage"] == "false"  # JSON's false, as Spark spells it
+    assert plan.conf["spark.sql.shuffle.partitions"] == "3"  # over sluice's default (2 per core)
+    assert plan.conf["spark.driver.memory"] == "5g"  # the spec's own wins
+    monkeypatch.delenv("SLUICE_SPARK_CONF")
+    plan = build_plan(run_job(spec_path="x.yaml"), spec, load_settings(), workdir=tmp_path / "v")
+    assert "spark.sql.codegen.wholeStage" not in plan.conf
+
+
+@pytest.mark.parametrize(("value", "message"), [
+    ("spark.driver.memory=4g", "SLUICE_SPARK_CONF is not JSON (Expecting value: line 1 column 1 (char 0)): give a "
+                               "JSON object of Spark settings, "),
+    ('["spark.driver.memory"]', "SLUICE_SPARK_CONF is a JSON list, not an object: give a JSON object of Spark "
+                                "settings, "),
+    ('{"driver.memory": "4g"}', "SLUICE_SPARK_CONF's 'driver.memory': \"4g\" is not a Spark setting: keys start with "
+                                "'spark.' and values are strings, numbers or booleans, "),
+    ('{"spark.driver.memory": null}', "SLUICE_SPARK_CONF's 'spark.driver.memory': null is not a Spark setting: keys "
+                                      "start with 'spark.' and values are strings, numbers or booleans, "),
+])
+def test_a_sluice_spark_conf_that_is_no_json_object_of_settings_is_refused_showing_its_form(monkeypatch, capsys,
+                                                                                          value, message):
+    from sluice.cli import main
+
+    monkeypatch.setenv("SLUICE_SPARK_CONF", value)
+    assert main(["status", "x"]) == 2
+    assert capsys.readouterr().err == (f"sluice: {message}e.g. SLUICE_SPARK_CONF='{{\"spark.driver.memory\": "
+                                       "\"4g\"}', or unset it\n")
