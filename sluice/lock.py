@@ -216,7 +216,8 @@ class LeaseLock:
     A holder that was paused (SIGSTOP, a long GC, a partitioned host) past its lease may have been taken over
     while it did not look: before each Delta commit the driver calls :func:`check_held`, which refuses the commit
     (:class:`LeaseLost`) unless the lease was renewed within three quarters of ``lease`` AND the object in the
-    store is still the one it wrote. The holder counts its lease from the moment it sent the write (the store
+    store is still the one it wrote (its token: a renewal the store applied whose answer was lost on a busy
+    store changed the etag, not the holder, and is taken as its own). The holder counts its lease from the moment it sent the write (the store
     may date the object from then, and a first write to a bucket can take seconds). ``lease`` is
     ``SLUICE_LOCK_LEASE_SECONDS`` (60 by default): a dead holder blocks the next run at most that long.
 
@@ -294,7 +295,10 @@ class LeaseLock:
                           "to commit safely, another run may take it over")
         if self._lost is None:
             current = self._current()
-            if current is None or current[0] != self._etag:
+            if current is not None and current[0] != self._etag and self._ours(current):
+                # a renewal the store applied whose answer this process did not see (yet): still this lease
+                self._etag = current[0]
+            elif current is None or current[0] != self._etag:
                 holder = describe_holder(current[2]) if current else "nobody (the lock object is gone)"
                 self._lost = f"the lock is now held by {holder}"
         if self._lost:
@@ -313,7 +317,7 @@ class LeaseLock:
         if self._etag is not None and self._lost is None:
             try:
                 current = self._current()
-                if current is not None and current[0] == self._etag:
+                if current is not None and (current[0] == self._etag or self._ours(current)):
                     self.client.delete_object(Bucket=self.bucket, Key=self.key)
             except Exception as err:  # noqa: BLE001 - the run's own outcome stands; the lease ends by itself
                 # the store did not answer (it stopped mid-run): the lock is left, and frees itself when its
@@ -367,15 +371,28 @@ class LeaseLock:
             holder = {}
         return answer["ETag"], age, holder if isinstance(holder, dict) else {}
 
+    def _ours(self, current: tuple[str, float, dict[str, Any]]) -> bool:
+        """Whether the lock object the store holds was written by this lease (its token), whatever its etag:
+        a write whose answer was lost changed the etag but not the holder."""
+        return bool(self._info.get("token")) and current[2].get("token") == self._info["token"]
+
     def _renew_loop(self) -> None:
         while not self._stop.wait(self.lease_seconds / 4):
             try:
                 sent = time.monotonic()
                 if self._put(if_match=self._etag):
                     self._renewed = sent
-                else:
-                    self._lost = "another run replaced the lock object after this run's lease expired"
-                    return
+                    continue
+                current = self._current()
+                if current is not None and self._ours(current):
+                    # an earlier renewal was applied but its answer lost (a timeout, a retry): the object is
+                    # still this lease's; take its etag and renew from it
+                    self._etag = current[0]
+                    if self._put(if_match=self._etag):
+                        self._renewed = sent
+                    continue
+                self._lost = "another run replaced the lock object after this run's lease expired"
+                return
             except Exception:  # the store did not answer: try again; check() fails once the lease is over
                 continue
 

@@ -13,7 +13,7 @@ import pytest
 from pyarrow import fs as pafs
 
 from sluice.delta_log import DeltaLog, log_state
-from sluice.lock import LeaseLock, PipelineBusy, check_held, driver_lock
+from sluice.lock import LeaseLock, LeaseLost, PipelineBusy, check_held, driver_lock
 from sluice.object_store import ObjectStore
 from sluice.s3_server import create_bucket
 from sluice.storage import Storage
@@ -88,12 +88,31 @@ def test_the_lock_in_a_bucket_refuses_a_second_holder_and_frees_itself_on_releas
         assert str(refused.value).endswith(f"Lock file: {root}/_locks/orders.driver.lock")
         time.sleep(lease + 2)  # longer than the lease: renewed by its holder, still held
         check_held()
+        # a renewal the store applied but whose answer the holder never saw (a timeout on a busy store): the
+        # object's etag changed, its holder did not -- still held, renewed from there, released at the end
+        client, key = first.client, "checkpoints/_locks/orders.driver.lock"
+        body = json.loads(client.get_object(Bucket=bucket, Key=key)["Body"].read())
+        client.put_object(Bucket=bucket, Key=key, Body=json.dumps({**body, "writes": body["writes"] + 1000}).encode())
+        check_held()
+        time.sleep(lease / 2)  # two renewals: the holder wrote the object again, with its own count of writes
+        renewed = json.loads(client.get_object(Bucket=bucket, Key=key)["Body"].read())
+        assert (renewed["token"], renewed["run_id"]) == (body["token"], "first")
+        assert body["writes"] < renewed["writes"] < body["writes"] + 1000, (body, renewed)
+        check_held()
         with pytest.raises(PipelineBusy):
             driver_lock(root, "orders", {"run_id": "second"}, lease_seconds=lease).acquire()
     finally:
         first.release()
+    assert ObjectStore.from_env().arrow().get_file_info(f"{bucket}/{key}").type == pafs.FileType.NotFound
     with driver_lock(root, "orders", {"run_id": "third"}, lease_seconds=lease):
         check_held()
+        # another holder's object (its own token) in its place: the lease is lost, named
+        body = json.loads(client.get_object(Bucket=bucket, Key=key)["Body"].read())
+        client.put_object(Bucket=bucket, Key=key, Body=json.dumps({**body, "token": "someone-else", "run_id": "fourth"})
+                          .encode())
+        with pytest.raises(LeaseLost) as lost:
+            check_held()
+        assert "lost its lock" in str(lost.value) and "run fourth" in str(lost.value), str(lost.value)
     check_held()  # nothing held: nothing to check
 
 

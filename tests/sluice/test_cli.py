@@ -112,6 +112,8 @@ def test_sluice_run_hands_its_flags_to_the_driver_in_the_job_request(lake, monke
 
     launched = []
     monkeypatch.setattr(cli, "_launch", lambda job, *_, **__: launched.append(job) or 0)
+    # the run's environment for its child processes: not this test process's, which later tests share
+    monkeypatch.setattr(cli, "_apply_env", lambda settings: None)
     spec_path = write_spec(lake.pipelines_dir, orders_spec())
     assert main(["run", "orders", *args]) == 0
     (job,) = launched
