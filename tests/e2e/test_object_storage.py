@@ -17,6 +17,7 @@ from sluice.lock import LeaseLock, LeaseLost, PipelineBusy, check_held, driver_l
 from sluice.object_store import ObjectStore
 from sluice.s3_server import create_bucket
 from sluice.storage import Storage
+from tests.e2e.conftest import wait_for
 from tests.sluice.test_delta_log import SCHEMA, _table
 
 BUCKET = "sluice-own"
@@ -94,8 +95,12 @@ def test_the_lock_in_a_bucket_refuses_a_second_holder_and_frees_itself_on_releas
         body = json.loads(client.get_object(Bucket=bucket, Key=key)["Body"].read())
         client.put_object(Bucket=bucket, Key=key, Body=json.dumps({**body, "writes": body["writes"] + 1000}).encode())
         check_held()
-        time.sleep(lease / 2)  # two renewals: the holder wrote the object again, with its own count of writes
-        renewed = json.loads(client.get_object(Bucket=bucket, Key=key)["Body"].read())
+
+        def renewed_by_the_holder() -> dict | None:  # it writes the object again, with its own count of writes
+            current = json.loads(client.get_object(Bucket=bucket, Key=key)["Body"].read())
+            return current if current["writes"] != body["writes"] + 1000 else None
+
+        renewed = wait_for("the holder's next renewal", renewed_by_the_holder, 6 * lease, every=0.5)
         assert (renewed["token"], renewed["run_id"]) == (body["token"], "first")
         assert body["writes"] < renewed["writes"] < body["writes"] + 1000, (body, renewed)
         check_held()
