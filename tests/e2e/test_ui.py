@@ -93,6 +93,9 @@ def test_trigger_a_pipeline_from_the_ui_form_and_read_its_summary(lake, spark, b
         wait_for("the DAGs of both specs", lambda: _dag_ids(api) >= {"ui_orders", "ui_orders_copy"}, 300, log)
         context = browser.new_context(viewport={"width": 1400, "height": 1000},
                                       permissions=["clipboard-read", "clipboard-write"])
+        # a busy machine (the other test worker's JVMs) can take tens of seconds to render a dialog: every wait
+        # of the page fails only at this deadline, not at Playwright's 30 s
+        context.set_default_timeout(180_000)
         page = context.new_page()
 
         # When a person logs in
