@@ -216,9 +216,10 @@ class LeaseLock:
     A holder that was paused (SIGSTOP, a long GC, a partitioned host) past its lease may have been taken over
     while it did not look: before each Delta commit the driver calls :func:`check_held`, which refuses the commit
     (:class:`LeaseLost`) unless the lease was renewed within three quarters of ``lease`` AND the object in the
-    store is still the one it wrote (its token: a renewal the store applied whose answer was lost on a busy
-    store changed the etag, not the holder, and is taken as its own). The holder counts its lease from the moment it sent the write (the store
-    may date the object from then, and a first write to a bucket can take seconds). ``lease`` is
+    store is still the one it wrote (by its token: a renewal the store applied whose answer was lost on a busy
+    store changed the etag, not the holder, and is taken as its own). The holder counts its lease from the
+    moment it sent the write (the store may date the object from then, and a first write to a bucket can take
+    seconds). ``lease`` is
     ``SLUICE_LOCK_LEASE_SECONDS`` (60 by default): a dead holder blocks the next run at most that long.
 
     The check is made right before a Delta write starts (``spark_jobs.sink``, and the table creations, ALTERs,
@@ -295,10 +296,10 @@ class LeaseLock:
                           "to commit safely, another run may take it over")
         if self._lost is None:
             current = self._current()
-            if current is not None and current[0] != self._etag and self._ours(current):
-                # a renewal the store applied whose answer this process did not see (yet): still this lease
+            if current is not None and self._ours(current):
+                # its etag may be a renewal's whose answer this process did not see (yet): still this lease
                 self._etag = current[0]
-            elif current is None or current[0] != self._etag:
+            else:
                 holder = describe_holder(current[2]) if current else "nobody (the lock object is gone)"
                 self._lost = f"the lock is now held by {holder}"
         if self._lost:
@@ -317,7 +318,7 @@ class LeaseLock:
         if self._etag is not None and self._lost is None:
             try:
                 current = self._current()
-                if current is not None and (current[0] == self._etag or self._ours(current)):
+                if current is not None and self._ours(current):
                     self.client.delete_object(Bucket=self.bucket, Key=self.key)
             except Exception as err:  # noqa: BLE001 - the run's own outcome stands; the lease ends by itself
                 # the store did not answer (it stopped mid-run): the lock is left, and frees itself when its

@@ -163,3 +163,11 @@ def run_here(spark, settings, spec_path: Path, **job: Any) -> dict[str, Any]:
         return run_pipeline(spark, load_spec(spec_path), settings, request).to_json()
     except RunFailed as failed:
         return failed.summary.to_json()
+
+
+def ran_here(spark, settings, name: str, **job: Any) -> dict[str, Any]:
+    """:func:`run_here` of the spec ``<name>.yaml`` of ``settings``' pipelines folder, which must succeed (a
+    set-up run, or the run after a kill); its summary."""
+    done = run_here(spark, settings, settings.pipelines_dir / f"{name}.yaml", **job)
+    assert done["status"] == "succeeded", done["error"]
+    return done

@@ -16,7 +16,7 @@ import pytest
 
 from tests.e2e.conftest import wait_for
 from tests.e2e.live_airflow import Api, airflow_standalone
-from tests.helpers import run_here, write_spec
+from tests.helpers import ran_here, write_spec
 from tests.spark_jobs.test_corrections import (
     BRONZE,
     GOLD,
@@ -67,8 +67,7 @@ def test_an_airflow_backfill_upstream_is_rebuilt_down_the_chain_by_asset_trigger
     land(lake, 3, "a.json", [order(4, 3, 5, "bob", 2.0)])  # the watermark passes 11-02's window
     # the chain's first runs, in-process, before Airflow starts (the runs the test is about are Airflow's)
     for name in NAMES.values():
-        done = run_here(spark, lake, lake.pipelines_dir / f"{name}.yaml", run_id=f"set-up-{name}")
-        assert done["status"] == "succeeded", done["error"]
+        ran_here(spark, lake, name, run_id=f"set-up-{name}")
     env, log = standalone()
 
     def table(name: str) -> list[tuple]:

@@ -11,7 +11,7 @@ import json
 from bench.chaos import HALT_DELETE_ENV, HALT_ENV, chaos_jar, chaos_spark_conf
 from sluice.delta_log import log_state
 from tests.e2e.conftest import last_json_line, sluice
-from tests.helpers import run_here, write_spec
+from tests.helpers import ran_here, write_spec
 from tests.spark_jobs.test_corrections import (
     BRONZE,
     GOLD,
@@ -41,8 +41,7 @@ def test_a_cli_backfill_reaches_silver_and_gold_exactly_once_across_kills(lake, 
     land(lake, 2, "a.json", [order(3, 2, 9, "ann", 7.0)])
     land(lake, 3, "a.json", [order(4, 3, 5, "bob", 2.0)])  # the watermark passes 11-02's window
     for name in ("bronze", "silver", "gold"):  # the set-up runs, in-process: the CLI's runs are the ones below
-        done = run_here(spark, lake, lake.pipelines_dir / f"{name}.yaml", run_id=f"set-up-{name}")
-        assert done["status"] == "succeeded", done["error"]
+        ran_here(spark, lake, name, run_id=f"set-up-{name}")
 
     write_spec(lake.pipelines_dir, {**BRONZE, "transform": {"sql": TIMES_TEN}})
     done = sluice("run", "bronze", "--backfill-from", "2026-11-01", "--backfill-to", "2026-11-02")
@@ -64,9 +63,7 @@ def test_a_cli_backfill_reaches_silver_and_gold_exactly_once_across_kills(lake, 
                          for r in spark.read.format("delta").load(str(table)).collect())
     assert silver_rows == [(1, 1, "north", 100.0), (2, 1, "south", 200.0), (3, 2, "north", 70.0), (4, 3, "south", 2.0)]
 
-    done = run_here(spark, lake, lake.pipelines_dir / "gold.yaml", run_id="after-gold")  # gold follows, in-process
-    assert done["status"] == "succeeded", done["error"]
-    follow = done["upstream_changes"]
+    follow = ran_here(spark, lake, "gold", run_id="after-gold")["upstream_changes"]  # gold follows, in-process
     assert (follow["pipeline"], follow["action"], [r["slice"] for r in follow["rebuilds"]]) == (
         "silver", "rebuild", ["2026-11-01..2026-11-02"])
     gold = spark.read.format("delta").load(str(lake.lake_root / "gold"))

@@ -11,7 +11,7 @@ from collections import Counter
 
 from bench.chaos import HALT_ENV, chaos_jar, chaos_spark_conf
 from tests.e2e.conftest import last_json_line, sluice
-from tests.helpers import run_here, write_lines, write_spec
+from tests.helpers import ran_here, run_here, write_lines, write_spec
 
 
 def rewrite(path, version: int, ids: range) -> None:
@@ -30,9 +30,7 @@ def halted_run(monkeypatch, pattern: str) -> None:
 
 
 def here(spark, lake) -> dict:
-    done = run_here(spark, lake, lake.pipelines_dir / "items.yaml", run_id="after-a-kill")
-    assert done["status"] == "succeeded", done["error"]
-    return done
+    return ran_here(spark, lake, "items", run_id="after-a-kill")
 
 
 def test_a_rewrite_is_warned_about_and_reingested_exactly_once_across_kills(lake, spark, monkeypatch):

@@ -39,13 +39,13 @@ def aws_env(s3_server, monkeypatch):
 
 @pytest.fixture
 def here(spark, s3_server, bucket, aws_env):
-    """Set-up runs in the test's own session (``tests.helpers.run_here``) on the bucket: S3A's settings from the
+    """Set-up runs in the test's own session (``tests.helpers.ran_here``) on the bucket: S3A's settings from the
     server's AWS variables, a per-bucket key and secret standing in for the environment this JVM started
     without. The runs a test is about stay `sluice run` processes; returns ``run(name, **job) -> summary`` (``job``:
     :func:`sluice.contract.run_job`'s fields, e.g. ``dry_run=True``)."""
     from sluice.settings import load_settings
     from sluice.spark_conf import s3a_conf
-    from tests.helpers import run_here
+    from tests.helpers import ran_here
 
     hadoop = spark.sparkContext._jsc.hadoopConfiguration()
     for key, value in s3a_conf(aws_env, load_settings()).items():
@@ -54,10 +54,8 @@ def here(spark, s3_server, bucket, aws_env):
     hadoop.set(f"fs.s3a.bucket.{bucket}.secret.key", aws_env["AWS_SECRET_ACCESS_KEY"])
 
     def run(name: str, **job) -> dict:
-        settings = load_settings()  # the test's SLUICE_LAKE_ROOT and SLUICE_CHECKPOINT_ROOT: in the bucket
-        done = run_here(spark, settings, settings.pipelines_dir / f"{name}.yaml", run_id=f"set-up-{name}", **job)
-        assert done["status"] == "succeeded", done["error"]
-        return done
+        # the test's SLUICE_LAKE_ROOT and SLUICE_CHECKPOINT_ROOT (in the bucket), read at the run
+        return ran_here(spark, load_settings(), name, run_id=f"set-up-{name}", **job)
 
     return run
 
