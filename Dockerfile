@@ -3,7 +3,7 @@
 # and worker, and the spark-submit drivers the Airflow tasks start. It holds the project, its pinned Python
 # dependencies (requirements.lock) and the jars Maven fetches from the pinned pom.xml -- nothing is downloaded
 # at run time. The object store (target `s3`) is SeaweedFS built from the same pinned Go module as
-# `make s3-server` (sluice/s3_server.py), so the team's store is the one the tests run against.
+# `make s3-server` (devservices/s3_server.py), so the team's store is the one the tests run against.
 
 # --- the object store: SeaweedFS from its pinned Go module ----------------------------------------------------
 FROM golang:1.26-bookworm AS seaweedfs-build

@@ -42,7 +42,7 @@ $(STAMPS)/venv: pyproject.toml requirements.lock
 	# Byte-compile what is installed: uv does not, and with PYTHONDONTWRITEBYTECODE set (as on CI machines)
 	# Python never writes the .pyc itself, so every process (each run's driver, the CLI, Airflow) would
 	# compile its imports from source again: ~1 s of every run (docs/performance.md).
-	$(BIN)/python -m compileall -q -j 0 $(VENV)/lib/python3.11/site-packages sluice spark_jobs plugins > /dev/null
+	$(BIN)/python -m compileall -q -j 0 $(VENV)/lib/python3.11/site-packages sluice sluice_cli devservices spark_jobs plugins > /dev/null
 	@touch $@
 
 # After changing pyproject.toml's dependencies: pin the whole set again.
@@ -52,11 +52,11 @@ lock: $(STAMPS)/venv
 # Unused names and import order (pyflakes + isort rules), with a pinned ruff run by uv.
 RUFF_VERSION := 0.14.5
 lint: $(STAMPS)/venv
-	$(BIN)/uvx ruff@$(RUFF_VERSION) check --select F,I sluice spark_jobs include tests plugins dags bench
+	$(BIN)/uvx ruff@$(RUFF_VERSION) check --select F,I sluice sluice_cli devservices spark_jobs include tests plugins dags bench
 
-# docs/spec.md, the spec reference, rendered from the spec models' field docstrings (sluice/spec_reference.py).
+# docs/spec.md, the spec reference, rendered from the spec models' field docstrings (sluice/spec/reference.py).
 docs: $(STAMPS)/venv
-	$(BIN)/python -m sluice.spec_reference
+	$(BIN)/python -m sluice.spec.reference
 
 # Delta + the Kafka connector (var/jars/spark), the Kafka broker (var/jars/kafka) and Hadoop's S3A file system
 # (var/jars/s3), from pom.xml.
@@ -79,7 +79,7 @@ $(STAMPS)/chaos-jar: $(STAMPS)/venv $(STAMPS)/jars $(wildcard jvm/chaos/dev/slui
 	jar cf var/jars/chaos/sluice-chaos.jar -C var/build/chaos .
 	@touch $@
 
-# sluice's own JVM classes (jvm/json: the field scan of JSON records, spark_jobs/records.py), compiled against
+# sluice's own JVM classes (jvm/json: the field scan of JSON records, spark_jobs/quality/records.py), compiled against
 # pyspark's jars into var/jars/sluice, which every run hands to spark-submit.
 sluice-jar: $(STAMPS)/sluice-jar
 $(STAMPS)/sluice-jar: $(STAMPS)/venv $(wildcard jvm/json/dev/sluice/json/*.java)
@@ -89,18 +89,18 @@ $(STAMPS)/sluice-jar: $(STAMPS)/venv $(wildcard jvm/json/dev/sluice/json/*.java)
 	jar cf var/jars/sluice/sluice-json.jar -C var/build/json .
 	@touch $@
 
-# A class data archive of a warm-up run's JVM (sluice/jvm_archive.py): every driver starts ~5 s sooner.
+# A class data archive of a warm-up run's JVM (sluice/launch/jvm_archive.py): every driver starts ~5 s sooner.
 jvm-archive: $(STAMPS)/jvm-archive
 $(STAMPS)/jvm-archive: $(STAMPS)/venv $(STAMPS)/jars $(STAMPS)/sluice-jar spark_jobs/warmup.py
-	$(BIN)/python -m sluice.jvm_archive
+	$(BIN)/python -m sluice.launch.jvm_archive
 	@touch $@
 
 # The local S3 server (SeaweedFS), built once per version from its pinned Go module into the user's build cache
-# (~/.cache/sluice/seaweedfs, keyed by module version, Go version and flags; sluice/build_cache.py) and copied to
+# (~/.cache/sluice/seaweedfs, keyed by module version, Go version and flags; devservices/build_cache.py) and copied to
 # var/bin/weed: ~7 min the first time on a machine, with ~4 GB of Go caches in var/go (deleted after the build);
 # a second clone copies the checked binary. Skipped while the pinned binary is in var/bin.
 s3-server: $(STAMPS)/venv
-	$(BIN)/python -m sluice.s3_server build
+	$(BIN)/python -m devservices.s3_server build
 
 airflow-db: $(STAMPS)/airflow-db
 $(STAMPS)/airflow-db: $(STAMPS)/venv
@@ -127,13 +127,13 @@ test: install s3-server
 	$(PYTEST) -m "not chaos"
 
 bench: install s3-server
-	$(BIN)/python bench/run_bench.py
+	$(BIN)/python -m bench.run_bench
 
 # The suite's chaos tests (every kill point, local and in a bucket), then kill runs at random moments, 50 rounds
 # per pipeline (files, Kafka, MERGE); 0 lost / 0 duplicated or exit 1.
 chaos: install s3-server
 	$(PYTEST) -m chaos
-	$(BIN)/python bench/chaos.py --rounds $${CHAOS_ROUNDS:-50} --storage $${CHAOS_STORAGE:-local} $${CHAOS_ARGS:---parallel}
+	$(BIN)/python -m bench.chaos --rounds $${CHAOS_ROUNDS:-50} --storage $${CHAOS_STORAGE:-local} $${CHAOS_ARGS:---parallel}
 
 test-fast: install s3-server
 	$(PYTEST) -m "not e2e and not chaos"
@@ -185,7 +185,7 @@ clean:
 	chmod -R u+w var/go 2> /dev/null || true  # Go keeps its module cache read-only
 	rm -rf $(VENV) var target
 
-# The user's build cache of outputs keyed by pinned versions (the SeaweedFS binary; sluice/build_cache.py): the
+# The user's build cache of outputs keyed by pinned versions (the SeaweedFS binary; devservices/build_cache.py): the
 # next `make s3-server` builds again.
 clean-cache: venv
-	rm -rf "$$($(BIN)/python -c 'from sluice.build_cache import cache_root; print(cache_root())')"
+	rm -rf "$$($(BIN)/python -c 'from devservices.build_cache import cache_root; print(cache_root())')"

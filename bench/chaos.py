@@ -45,7 +45,7 @@ var/jars/chaos/sluice-chaos.jar) that halts the JVM -- like kill -9, no shutdown
 is renamed into place (Spark's checkpoint logs, Delta's log and sluice's marker are all written that way) or
 deleted.
 
-    python bench/chaos.py [--rounds 50] [--pipelines files,kafka,merge] [--modes ...] [--seed N] [--storage s3]
+    python -m bench.chaos [--rounds 50] [--pipelines files,kafka,merge] [--modes ...] [--seed N] [--storage s3]
 
 Prints a table (and writes bench/results/chaos.{md,json}, or chaos-s3.{md,json}); exits 1 on any lost, duplicated or stale record
 in either table, on a run that did not complete after a kill, or on a halt mode that never fired.
@@ -68,20 +68,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-HOME = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(HOME))
+import yaml
 
-import yaml  # noqa: E402
-
-from sluice.object_store import (  # noqa: E402
+from bench import BIN, HOME, RESULTS
+from sluice.settings import load_settings
+from sluice.storage.object_store import (
     ObjectStore,
     bucket_and_key,
     delta_rs_location,
 )
-from sluice.settings import load_settings  # noqa: E402
 
-BIN = Path(sys.executable).parent
-RESULTS = HOME / "bench" / "results"
 MODES = ("random", "before_offsets", "before_commit", "between_commits", "before_quarantine_commit",
          "before_marker_write", "before_marker_clear")
 ONE_PASS_MODES = ("before_marker_write", "before_marker_clear")
@@ -132,7 +128,7 @@ def chaos_spark_conf(storage: str = "local") -> dict[str, str]:
 @dataclass
 class Lake:
     """Where a chaos run keeps its tables, checkpoints and ledger: a local folder, or a bucket of the project's
-    S3 server (``server``, a :class:`sluice.s3_server.S3Server`), which the ``store_down`` rounds stop and
+    S3 server (``server``, a :class:`devservices.s3_server.S3Server`), which the ``store_down`` rounds stop and
     start again."""
 
     storage: str
@@ -148,7 +144,7 @@ class Lake:
             "SLUICE_LAKE_ROOT": str(work / "lake"), "SLUICE_CHECKPOINT_ROOT": str(work / "checkpoints"),
             "SLUICE_LEDGER": str(work / "lake" / "_sluice" / "ledger"),
             # appended to the driver's class path (spark.driver.extraClassPath would go first, and the JVM
-            # class archive, sluice.jvm_archive, only applies to a class path that starts as it did at set-up)
+            # class archive, sluice.launch.jvm_archive, only applies to a class path that starts as it did at set-up)
             "SPARK_DIST_CLASSPATH": str(chaos_jar())})
 
     @classmethod
@@ -195,13 +191,13 @@ class Lake:
         return table.to_pyarrow_table(columns=columns).to_pylist()
 
     def stop_store(self) -> None:
-        from sluice.s3_server import stop_server
+        from devservices.s3_server import stop_server
 
         stop_server(self.server, crash=True)
 
     def start_store(self) -> None:
         """The same server again (its folder, ports and data); the caller's server object follows it."""
-        from sluice.s3_server import start_server
+        from devservices.s3_server import start_server
 
         again = start_server(self.server.home, load_settings().var_dir, port=self.server.port)
         self.server.pid = again.pid
@@ -412,7 +408,7 @@ class Harness:
         (work / "pipelines").mkdir(parents=True, exist_ok=True)
         self.broker = None
         if "kafka" in kinds and bootstrap is None:
-            from sluice.kafka_broker import start_broker
+            from devservices.kafka_broker import start_broker
 
             self.broker = start_broker(work / "kafka", load_settings().jars_dir)
             bootstrap = self.broker.bootstrap_servers
@@ -420,7 +416,7 @@ class Harness:
                                    topic_suffix=work.name) for k in kinds]
         for pipeline in self.pipelines:
             if pipeline.kind == "kafka":
-                from sluice.kafka_broker import create_topic
+                from devservices.kafka_broker import create_topic
 
                 create_topic(bootstrap, pipeline.topic, 3)
             (work / "pipelines" / f"{pipeline.name}.yaml").write_text(yaml.safe_dump(pipeline.spec()), encoding="utf-8")
@@ -434,7 +430,7 @@ class Harness:
 
     def close(self) -> None:
         if self.broker is not None:
-            from sluice.kafka_broker import stop_broker
+            from devservices.kafka_broker import stop_broker
 
             stop_broker(self.broker)
 
@@ -703,8 +699,8 @@ def main(argv: list[str] | None = None) -> int:
     server = None
     lake = None
     if args.storage == "s3":
-        from sluice.kafka_broker import free_port
-        from sluice.s3_server import create_bucket, start_server
+        from devservices.kafka_broker import free_port
+        from devservices.s3_server import create_bucket, start_server
 
         server = start_server(work / "s3", load_settings().var_dir, port=free_port())
         create_bucket(server, "chaos")
@@ -719,7 +715,7 @@ def main(argv: list[str] | None = None) -> int:
             harness.close()
     finally:
         if server is not None:
-            from sluice.s3_server import stop_server
+            from devservices.s3_server import stop_server
 
             stop_server(server, crash=True)
         if not args.keep:

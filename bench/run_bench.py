@@ -41,17 +41,17 @@ import tempfile
 import time
 from pathlib import Path
 
-HOME = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(HOME))
+from bench import BIN, HOME, RESULTS
+from devservices.kafka_broker import (
+    create_topic,
+    start_broker,
+    stop_broker,
+)
+from sluice.contract import run_job
+from sluice.launch.submit import build_plan, spark_submit_command
+from sluice.settings import load_settings
+from sluice.spec import parse_spec
 
-from sluice.contract import run_job  # noqa: E402
-from sluice.kafka_broker import create_topic, start_broker, stop_broker  # noqa: E402
-from sluice.settings import load_settings  # noqa: E402
-from sluice.spec import parse_spec  # noqa: E402
-from sluice.submit import build_plan, spark_submit_command  # noqa: E402
-
-BIN = Path(sys.executable).parent
-RESULTS = HOME / "bench" / "results"
 WORK = HOME / "var" / "bench"
 SCALE = float(os.environ.get("BENCH_SCALE", "1.0"))
 REPEATS = int(os.environ.get("BENCH_REPEATS", "3"))
@@ -431,8 +431,8 @@ P5_SPECS = 50
 
 
 def airflow_env(home: Path, pipelines: Path, lake: Path) -> dict[str, str]:
-    """The project's Airflow environment (sluice.environment) on the bench's own AIRFLOW_HOME and specs."""
-    from sluice.environment import project_env
+    """The project's Airflow environment (sluice.launch.environment) on the bench's own AIRFLOW_HOME and specs."""
+    from sluice.launch.environment import project_env
 
     env = {**env_for(lake), "SLUICE_AIRFLOW_HOME": str(home), "SLUICE_PIPELINES": str(pipelines)}
     settings = load_settings(env)
@@ -593,8 +593,8 @@ def case_p7() -> dict:
     """P1's files into a fresh pipeline whose table, checkpoint and ledger are in a bucket of the local S3
     server, against the same pipeline on local disk (the source files are local for both: the figure is what
     the store costs the writes and the checkpoint); then a run that finds nothing new, on each."""
-    from sluice.kafka_broker import free_port
-    from sluice.s3_server import create_bucket, start_server, stop_server
+    from devservices.kafka_broker import free_port
+    from devservices.s3_server import create_bucket, start_server, stop_server
 
     files, per_file = max(2, int(200 * SCALE)), 10_000
     source = WORK / "data" / f"p1-{files}x{per_file}"

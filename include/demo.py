@@ -19,7 +19,7 @@ from generate_sample_data import (  # include/, beside this file
     REDELIVERED_PER_DROP,
 )
 
-from sluice.kafka_broker import Broker
+from devservices.kafka_broker import Broker
 from sluice.settings import load_settings
 
 BIN = Path(sys.executable).parent

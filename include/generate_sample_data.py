@@ -26,7 +26,7 @@ import tempfile
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from sluice.storage import Storage
+from sluice.storage.files import Storage
 
 ORDERS_PER_FILE = 50
 ORDER_FILES_PER_DROP = 3
@@ -132,7 +132,7 @@ def clicks(bootstrap: str, drop: int, count: int = 100) -> int:
     """Produce ``count`` click events for ``drop`` to the Kafka topic ``clicks`` (created if missing)."""
     from confluent_kafka import Producer
 
-    from sluice.kafka_broker import create_topic
+    from devservices.kafka_broker import create_topic
 
     create_topic(bootstrap, "clicks", partitions=3)
     rng = random.Random(4000 + drop)

@@ -30,7 +30,7 @@ env                        meaning                                     default
                            object (a spec's ``spark_conf`` overrides)
 ``SLUICE_MAINTENANCE_SCHEDULE``  the maintenance DAG's schedule       ``@daily`` (``none``: manual runs only)
 ``SLUICE_STACK_HOME``      where ``make stack`` keeps its processes    ``$SLUICE_HOME/var/stack``
-``SLUICE_STACK_<X>_PORT``  a port of ``make stack`` (e.g. ``API``)     see ``sluice.stack.Ports``
+``SLUICE_STACK_<X>_PORT``  a port of ``make stack`` (e.g. ``API``)     see ``devservices.stack.Ports``
 ``SLUICE_LOCK_LEASE_SECONDS`` the lease of a lock in an object store  ``60``
 ``SLUICE_AWS_CONN_ID``     an Airflow ``aws`` connection for object    none: the AWS variables
                            storage (tasks)
@@ -108,7 +108,7 @@ class Settings(BaseModel):
     freshness_schedule: str | None = "*/15 * * * *"
     """The schedule of the ``sluice_freshness`` DAG; None: manual runs only."""
     lock_lease_seconds: float = 60.0
-    """On object storage, the pipeline lock is a lease its holder renews (:class:`sluice.lock.LeaseLock`): a holder that
+    """On object storage, the pipeline lock is a lease its holder renews (:class:`sluice.storage.lock.LeaseLock`): a holder that
     died blocks the next run at most this long."""
 
     @property

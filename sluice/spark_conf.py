@@ -1,7 +1,7 @@
 """Spark settings every sluice run gets: Delta wired in, sized for a small machine.
 
-One place for both the spark-submit command (``sluice.submit``) and the test suite's in-process
-session (``spark_jobs.session``), so tests run on the same configuration as real runs.
+One place for both the spark-submit command (``sluice.launch.submit``) and the test suite's in-process
+session (``spark_jobs.driver.session``), so tests run on the same configuration as real runs.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ def s3a_conf(env: Mapping[str, str], settings: Settings) -> dict[str, str]:
     Credentials are no setting: S3A's default chain reads ``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``
     from the driver's environment, so no secret goes on a command line, into the Spark UI's environment page
     or into a log."""
-    from sluice.object_store import ObjectStore
+    from sluice.storage.object_store import ObjectStore
 
     conf = {"fs.s3a.buffer.dir": str(settings.var_dir / "tmp" / "s3a"), **ObjectStore.from_env(env).s3a_conf(),
             # a store that does not answer fails the run within about a minute, not after S3A's long retries
@@ -66,7 +66,7 @@ def s3a_conf(env: Mapping[str, str], settings: Settings) -> dict[str, str]:
     return {f"spark.hadoop.{key}": value for key, value in conf.items()}
 
 
-# --- the driver's JVM class archive (built by sluice.jvm_archive) ---------------------------------------
+# --- the driver's JVM class archive (built by sluice.launch.jvm_archive) ---------------------------------------
 
 ARCHIVE_NAME = "spark-driver.jsa"
 

@@ -1,16 +1,16 @@
 """spark-submit entry point of a run: ``spark_jobs/run_pipeline.py --request REQUEST.json``.
 
-The driver shell is :mod:`spark_jobs.job`; the run itself :func:`spark_jobs.runner.run_pipeline`.
+The driver shell is :mod:`spark_jobs.driver.job`; the run itself :func:`spark_jobs.run.runner.run_pipeline`.
 """
 
 from __future__ import annotations
 
 import sys
 
-from spark_jobs.job import main, prefer_installed_pyspark
+from spark_jobs.driver.job import main, prefer_installed_pyspark
 
 if __name__ == "__main__":
     prefer_installed_pyspark()
-    from spark_jobs.runner import run_pipeline
+    from spark_jobs.run.runner import run_pipeline
 
     sys.exit(main(sys.argv[1:], run_pipeline, what="run"))

@@ -4,7 +4,7 @@ Runs the real code path (run_pipeline) on a few rows in a scratch folder: JSON f
 (a partitioned table, a data run then a run that finds nothing), CSV -> Delta MERGE, and a dry run. The
 JVM it runs in was started with ``-XX:ArchiveClassesAtExit``: the classes it loaded are written to a class
 data archive that every later run's driver maps at start (``-XX:SharedArchiveFile``), instead of finding,
-reading and verifying thousands of classes from the jars again. See sluice.jvm_archive.
+reading and verifying thousands of classes from the jars again. See sluice.launch.jvm_archive.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from sluice.spec import parse_spec
 
 def main(scratch: Path) -> int:
     from sluice.contract import run_job
-    from spark_jobs.runner import run_pipeline
-    from spark_jobs.session import get_session
+    from spark_jobs.driver.session import get_session
+    from spark_jobs.run.runner import run_pipeline
 
     lake = scratch / "lake"
     (lake / "in" / "orders").mkdir(parents=True)

@@ -92,7 +92,7 @@ def pytest_sessionfinish(session):
 @pytest.fixture(scope="session")
 def spark():
     """The one in-process SparkSession of the test run (local[2], Delta, the project's jars and conf)."""
-    from spark_jobs.session import local_session
+    from spark_jobs.driver.session import local_session
 
     session = local_session(load_settings().model_copy(update={"driver_jit": "full"}), app_name="sluice-tests")
     session.sparkContext.setLogLevel("ERROR")
@@ -116,7 +116,7 @@ SASL_USER, SASL_PASSWORD = "sluice_test", "kafka-secret-d41d8cd98f"
 @pytest.fixture(scope="session")
 def kafka_broker(tmp_path_factory):
     """A real KRaft broker for the test run: PLAINTEXT, plus SASL_PLAINTEXT with one PLAIN user."""
-    from sluice.kafka_broker import start_broker, stop_broker
+    from devservices.kafka_broker import start_broker, stop_broker
 
     broker = start_broker(tmp_path_factory.mktemp("kafka"), load_settings().jars_dir,
                           sasl_users={SASL_USER: SASL_PASSWORD})
@@ -127,8 +127,8 @@ def kafka_broker(tmp_path_factory):
 @pytest.fixture(scope="session")
 def s3_server(tmp_path_factory):
     """A real S3-compatible server for the test run: SeaweedFS, built at set-up (``make s3-server``)."""
-    from sluice.kafka_broker import free_port
-    from sluice.s3_server import start_server, stop_server
+    from devservices.kafka_broker import free_port
+    from devservices.s3_server import start_server, stop_server
 
     server = start_server(tmp_path_factory.mktemp("s3"), load_settings().var_dir, port=free_port())
     yield server

@@ -67,7 +67,7 @@ def delta_version(path: Path | str) -> int | None:
     """The table's latest version as delta-rs reads it, or None if there is no Delta table at ``path``.
 
     An oracle that is not the product: sluice fills the run summary's versions with its own ``_delta_log``
-    reader (``spark_jobs.delta_table``), so "no new Delta commit" is checked with another implementation."""
+    reader (``spark_jobs.sinks.delta_table``), so "no new Delta commit" is checked with another implementation."""
     from deltalake import DeltaTable
     from deltalake.exceptions import TableNotFoundError
 
@@ -110,7 +110,7 @@ def new_topic(bootstrap: str, partitions: int = 3) -> str:
     """A fresh topic with a unique name."""
     import uuid
 
-    from sluice.kafka_broker import create_topic
+    from devservices.kafka_broker import create_topic
 
     name = f"t_{uuid.uuid4().hex[:10]}"
     create_topic(bootstrap, name, partitions)
@@ -150,13 +150,13 @@ def kafka_spec(name: str, bootstrap: str, topic: str, **source: Any) -> dict[str
 
 
 def run_here(spark, settings, spec_path: Path, **job: Any) -> dict[str, Any]:
-    """A run in the test's own SparkSession, as the driver makes it after spark-submit (spark_jobs.job): the spec
+    """A run in the test's own SparkSession, as the driver makes it after spark-submit (spark_jobs.driver.job): the spec
     read from its file, the run's lock, checkpoint, table and ledger row all the product's. For the set-up runs
     of tests whose subject is a later process (`sluice show`, `maintain`, a restarted run): one spark-submit per
     process-boundary behaviour is kept where that boundary is what is tested."""
     from sluice.contract import run_job
     from sluice.spec import load_spec
-    from spark_jobs.runner import RunFailed, run_pipeline
+    from spark_jobs.run.runner import RunFailed, run_pipeline
 
     request = run_job(spec_path=str(spec_path), run_id=job.pop("run_id", "set-up"), **job)
     try:

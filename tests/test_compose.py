@@ -170,7 +170,7 @@ def test_every_spark_process_reaches_the_lake_and_the_checkpoints_in_the_object_
 
 
 def test_the_object_store_is_the_seaweedfs_the_tests_run(compose):
-    from sluice.s3_server import SEAWEEDFS_MODULE, SEAWEEDFS_VERSION
+    from devservices.s3_server import SEAWEEDFS_MODULE, SEAWEEDFS_VERSION
 
     store = compose["services"]["s3"]
     assert store["build"] == {"context": ".", "target": "s3"} and store["image"] == "sluice-s3:local"

@@ -2,7 +2,7 @@
 
 When ``SLUICE_AWS_CONN_ID`` names a connection, a task resolves it (Airflow's secrets backends, the metadata DB
 or an ``AIRFLOW_CONN_*`` variable) into the standard AWS variables that every client sluice uses reads
-(:mod:`sluice.object_store`): the lock and the bucket check in the task, and the spark-submit it starts (its
+(:mod:`sluice.storage.object_store`): the lock and the bucket check in the task, and the spark-submit it starts (its
 environment, never its command line). The fields, as the Amazon provider reads them:
 
 * login / password: the access key id and the secret access key;

@@ -9,8 +9,7 @@ from typing import Any
 import pendulum
 from airflow.sdk import DAG, Asset, CronDataIntervalTimetable, Param
 
-from sluice.catalog import PipelineCatalog
-from sluice.run_request import RUN_MODES, TRIGGERS
+from sluice.contract.request import RUN_MODES, TRIGGERS
 from sluice.settings import Settings, load_settings
 from sluice.spec import (
     AssetSchedule,
@@ -19,6 +18,7 @@ from sluice.spec import (
     PipelineSpec,
     SpecError,
 )
+from sluice.spec.catalog import PipelineCatalog
 from sluice_airflow.pipeline_operator import (
     SluiceMaintenanceOperator,
     SluicePipelineOperator,
@@ -78,7 +78,7 @@ def build_dag(spec_path: Path, spec: PipelineSpec, specs_by_name: dict[str, Pipe
 
 
 def run_params(spec: PipelineSpec) -> dict[str, Param]:
-    """The "Trigger DAG" form. The JSON schema checks each field; sluice.run_request checks how they fit
+    """The "Trigger DAG" form. The JSON schema checks each field; sluice.contract.request checks how they fit
     together (and the spec) when the task starts, before Spark does."""
     backfill = (f"the rows whose {spec.backfill.column} is in the range are rebuilt"
                 if spec.backfill else "this pipeline has no backfill section: backfill runs are refused")

@@ -1,7 +1,7 @@
 """Freshness alerts: the ``sluice_freshness`` DAG's task per pipeline with a ``freshness:`` section.
 
 Each run of the DAG (every 15 minutes by default, ``SLUICE_FRESHNESS_SCHEDULE``) checks each such pipeline
-(:func:`sluice.freshness.check`: the age of its newest committed data, from the run ledger) and, when it is
+(:func:`sluice.operations.freshness.check`: the age of its newest committed data, from the run ledger) and, when it is
 older than ``warn_after``, sends the alert -- pipeline, age, backlog, the last run's error -- to the Airflow
 connection the spec's ``freshness.notify`` (or ``SLUICE_ALERT_CONN_ID``) names:
 
@@ -28,10 +28,10 @@ from typing import Any
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException
 
-from sluice.catalog import resolve_upstream
-from sluice.freshness import check
+from sluice.operations.freshness import check
 from sluice.settings import load_settings
 from sluice.spec import load_spec
+from sluice.spec.catalog import resolve_upstream
 
 
 class AlertNotSent(AirflowException):

@@ -20,10 +20,10 @@ import json
 import os
 from typing import Any
 
-from sluice.object_store import bucket_and_key, is_object_store_uri
 from sluice.settings import Settings
 from sluice.spec import DeltaSource, KafkaSource, PipelineSpec
-from sluice.storage import local_path
+from sluice.storage.files import local_path
+from sluice.storage.object_store import bucket_and_key, is_object_store_uri
 
 
 def dataset_name(uri: str) -> tuple[str, str]:
@@ -82,14 +82,14 @@ def _inputs(spec: PipelineSpec, settings: Settings) -> list[tuple[str, str]]:
         server = (source.bootstrap_servers or f"connection-{source.connection}").split(",")[0].strip()
         return [(f"kafka://{server}", topic) for topic in source.topics or [source.subscribe_pattern or ""]]
     if isinstance(source, DeltaSource):
-        from sluice.catalog import resolve_upstream
+        from sluice.spec.catalog import resolve_upstream
 
         return [dataset_name(resolve_upstream(spec, settings).source_path(settings))]
     return [dataset_name(spec.source_path(settings))]
 
 
 def _state(uri: str) -> dict[str, Any] | None:
-    from sluice.delta_log import log_state
+    from sluice.storage.delta_log import log_state
 
     try:
         return log_state(uri)

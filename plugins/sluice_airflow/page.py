@@ -4,7 +4,7 @@ plugin's own FastAPI app (mounted at ``/sluice``).
 For every pipeline: its last run (status, mode, when, how long, a link to the Airflow run), rows in / out /
 quarantined over its last runs as a small chart, backlog, freshness colored against the spec's thresholds,
 the table's Delta version, and links to the DAG and to the query of its quarantine table. The data is
-:func:`sluice.overview.overview` (the ledger read with delta-rs, the checkpoints and listings: no JVM); the
+:func:`sluice.operations.overview.overview` (the ledger read with delta-rs, the checkpoints and listings: no JVM); the
 page is plain HTML with inline SVG, rendered here: nothing is fetched from the internet. ``/sluice/api``
 gives the same as JSON.
 
@@ -20,8 +20,8 @@ from typing import Any
 from fastapi import Depends, FastAPI
 from fastapi.responses import HTMLResponse
 
-from sluice.backlog import describe
-from sluice.overview import overview
+from sluice.operations.backlog import describe
+from sluice.operations.overview import overview
 from sluice.settings import load_settings
 
 COLORS = {"fresh": "#2e7d4f", "warn": "#b7791f", "error": "#c0392b", None: "#6b7280"}

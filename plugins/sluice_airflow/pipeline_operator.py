@@ -14,12 +14,12 @@ from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from sluice.contract import JobKind, JobRequest, RunSummary, maintain_job
-from sluice.launcher import JobFailed, launch, lock_for
-from sluice.quality import quality_warnings
-from sluice.run_request import RunRequestError, run_request
+from sluice.contract.quality import quality_warnings
+from sluice.contract.request import RunRequestError, run_request
+from sluice.launch.launcher import JobFailed, launch, lock_for
+from sluice.launch.submit import APPLICATIONS, application, build_plan
 from sluice.settings import load_settings
 from sluice.spec import load_spec
-from sluice.submit import APPLICATIONS, application, build_plan
 from sluice_airflow.aws_connection import use_aws_connection
 from sluice_airflow.hook import SluiceSubmitHook
 from sluice_airflow.kafka_connection import kafka_secret_env
@@ -94,8 +94,8 @@ class SluicePipelineOperator(BaseOperator):
     """Run the pipeline of ``spec_path`` once (one one-shot streaming query) and return its run summary; with
     ``kind="maintain"``, OPTIMIZE and VACUUM its tables instead and return the maintenance summary.
 
-    The spark-submit comes from :func:`sluice.submit.build_plan` and runs through
-    :func:`sluice.launcher.launch` with the provider's hook (:class:`SluiceSubmitHook`): the code path
+    The spark-submit comes from :func:`sluice.launch.submit.build_plan` and runs through
+    :func:`sluice.launch.launcher.launch` with the provider's hook (:class:`SluiceSubmitHook`): the code path
     ``sluice run`` uses too. The summary is logged and returned (so it is the task's XCom value).
 
     :param spec_path: the pipeline's YAML spec (re-read at run time).

@@ -1,4 +1,4 @@
-"""The Spark connection sluice submits through must exist (see sluice.environment for the one the project
+"""The Spark connection sluice submits through must exist (see sluice.launch.environment for the one the project
 defines)."""
 
 from __future__ import annotations

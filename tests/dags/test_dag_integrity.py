@@ -15,9 +15,9 @@ from sluice_airflow.pipeline_operator import (
     SluicePipelineOperator,
 )
 
-from sluice.catalog import spec_files
 from sluice.settings import load_settings
 from sluice.spec import AssetSchedule, load_spec
+from sluice.spec.catalog import spec_files
 from tests.helpers import orders_spec, write_spec
 
 PROJECT = Path(__file__).resolve().parents[2]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from sluice.readiness import wait_until
+from devservices.readiness import wait_until
 
 BIN = Path(sys.executable).parent
 
@@ -30,7 +30,7 @@ def sluice(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
 
 def wait_for(what: str, check, timeout: float, log: Path | None = None, every: float = 1.0):
     """Poll ``check`` until it returns something truthy (returned); fail the test naming ``what`` (and the end
-    of ``log``, a server's output) after ``timeout`` seconds. The project's one wait (sluice.readiness): a
+    of ``log``, a server's output) after ``timeout`` seconds. The project's one wait (devservices.readiness): a
     probe of a server returns None for a half-started answer (``Api.connect``, ``Api.poll``)."""
     return wait_until(what, check, timeout, log, every=every, error=AssertionError)
 

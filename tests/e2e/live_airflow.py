@@ -15,9 +15,9 @@ import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
 
-from sluice.kafka_broker import free_port
+from devservices.kafka_broker import free_port
+from devservices.readiness import http_json
 from sluice.process import alive, descendants
-from sluice.readiness import http_json
 from tests.e2e.conftest import BIN, wait_for
 
 
@@ -117,7 +117,7 @@ class Api:
     @classmethod
     def connect(cls, env: dict[str, str], credentials: tuple[str, str] | None = None) -> Api | None:
         """Log in once the API server answers; None while it is starting (a readiness probe for ``wait_for``):
-        the generated password file not written yet, or a half-started server's answer (see sluice.readiness)."""
+        the generated password file not written yet, or a half-started server's answer (see devservices.readiness)."""
         try:
             credentials = credentials or standalone_credentials(env)
         except (OSError, ValueError, StopIteration):  # not written yet, or half-written

@@ -93,7 +93,7 @@ def test_dags_test_runs_the_task_and_tasks_test_is_a_dry_run(lake, spark, airflo
     assert maintained["files_compacted"] == sink_files + 2 and maintained["bytes_removed"] == 0
     assert f"sluice maintenance of af_orders: OPTIMIZE compacted {sink_files + 2} files into 2" in output
     assert spark.read.format("delta").load(table).count() == 20
-    from sluice.ledger import latest_runs
+    from sluice.operations.ledger import latest_runs
 
     newest = latest_runs(str(lake.ledger_path), "af_orders")[0]
     assert (newest["mode"], newest["dag_id"]) == ("maintenance", "sluice_maintenance")

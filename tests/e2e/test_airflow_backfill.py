@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from sluice.ledger import latest_runs
+from sluice.operations.ledger import latest_runs
 from tests.e2e.conftest import wait_for
 from tests.e2e.live_airflow import Api, airflow, airflow_standalone
 from tests.helpers import run_here, tree_digest, write_lines, write_spec

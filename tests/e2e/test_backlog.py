@@ -1,17 +1,17 @@
 """A Kafka pipeline's backlog against the real broker: per partition, the latest offset minus where the
-checkpoint's last committed batch ended (sluice.backlog, no Spark): from checkpoints real runs wrote, as each run
+checkpoint's last committed batch ended (sluice.operations.backlog, no Spark): from checkpoints real runs wrote, as each run
 summary's backlog_before / backlog_after, and from a hand-made one with a batch planned but not committed."""
 
 from __future__ import annotations
 
 import pytest
 
-from sluice.backlog import describe, kafka_backlog, measure
-from sluice.checkpoint import Checkpoint
+from devservices.kafka_broker import create_topic
 from sluice.contract import run_job
-from sluice.kafka_broker import create_topic
+from sluice.operations.backlog import describe, kafka_backlog, measure
 from sluice.spec import load_spec
-from spark_jobs.runner import run_pipeline
+from sluice.storage.checkpoint import Checkpoint
+from spark_jobs.run.runner import run_pipeline
 from tests.helpers import write_spec
 from tests.sluice.test_backlog import _checkpoint
 
@@ -84,7 +84,7 @@ def test_the_kafka_backlog_of_a_checkpoint_that_spark_wrote_counts_what_arrived_
 
 @pytest.mark.timeout(120)
 def test_a_broker_that_does_not_answer_leaves_the_backlog_unknown_and_says_why(lake):
-    from sluice.kafka_broker import free_port
+    from devservices.kafka_broker import free_port
 
     write_spec(lake.pipelines_dir, {"name": "orders", "source": {
         "format": "kafka", "bootstrap_servers": f"127.0.0.1:{free_port()}", "topics": ["t"],

@@ -9,7 +9,7 @@ import os
 import subprocess
 
 from bench.chaos import HALT_ENV, HALT_LINE, chaos_jar, chaos_spark_conf
-from sluice.ledger import latest_runs
+from sluice.operations.ledger import latest_runs
 from tests.e2e.conftest import BIN, last_json_line
 from tests.helpers import orders_spec, write_orders, write_spec
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 
 from bench.chaos import HALT_DELETE_ENV, HALT_ENV, chaos_jar, chaos_spark_conf
-from sluice.delta_log import log_state
+from sluice.storage.delta_log import log_state
 from tests.e2e.conftest import last_json_line, sluice
 from tests.helpers import ran_here, write_spec
 from tests.spark_jobs.test_corrections import (

@@ -10,7 +10,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from sluice.lock import launcher_lock
+from sluice.storage.lock import launcher_lock
 from tests.e2e.conftest import BIN, last_json_line, sluice, wait_for
 from tests.helpers import (
     orders_spec,
@@ -145,7 +145,7 @@ def test_relative_reference_tables_resolve_from_the_project_folder_whatever_the_
 def test_sluice_run_does_not_import_airflow_when_the_spark_connection_is_in_the_environment(lake):
     write_spec(lake.pipelines_dir, orders_spec())
     write_orders(lake.lake_root / "landing" / "orders", "a.json", range(0, 4))
-    script = ("import json, sys\nfrom sluice.cli import main\ncode = main(['run', 'orders'])\n"
+    script = ("import json, sys\nfrom sluice_cli.main import main\ncode = main(['run', 'orders'])\n"
               "print(json.dumps({'code': code, 'airflow': sorted(m for m in sys.modules if m.split('.')[0] == "
               "'airflow')}))\n")
     done = subprocess.run([str(BIN / "python"), "-c", script], capture_output=True, text=True, cwd=PROJECT,

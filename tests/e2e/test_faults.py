@@ -194,7 +194,7 @@ def test_short_chaos_run_in_a_bucket_loses_nothing_and_a_stopped_store_fails_the
     # (jvm/chaos): a halt right before the sink's Delta commit (data files written), one between the Delta
     # commit and the checkpoint's commits/N (kill -9 at random moments: the local test above and `make chaos
     # CHAOS_STORAGE=s3`). Then the store itself is killed while a run waits right before its Delta commit.
-    from sluice.s3_server import create_bucket
+    from devservices.s3_server import create_bucket
 
     create_bucket(s3_server, "chaos-faults")
     plan = {"files": ["before_commit", "between_commits"]}

@@ -12,8 +12,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from sluice import ledger
-from sluice.kafka_broker import free_port
+from devservices.kafka_broker import free_port
+from sluice.operations import ledger
 from tests.e2e.conftest import sluice
 from tests.helpers import orders_spec, write_spec
 from tests.sluice.test_backlog import _land

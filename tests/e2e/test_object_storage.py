@@ -12,11 +12,17 @@ import time
 import pytest
 from pyarrow import fs as pafs
 
-from sluice.delta_log import DeltaLog, log_state
-from sluice.lock import LeaseLock, LeaseLost, PipelineBusy, check_held, driver_lock
-from sluice.object_store import ObjectStore
-from sluice.s3_server import create_bucket
-from sluice.storage import Storage
+from devservices.s3_server import create_bucket
+from sluice.storage.delta_log import DeltaLog, log_state
+from sluice.storage.files import Storage
+from sluice.storage.lock import (
+    LeaseLock,
+    LeaseLost,
+    PipelineBusy,
+    check_held,
+    driver_lock,
+)
+from sluice.storage.object_store import ObjectStore
 from tests.e2e.conftest import wait_for
 from tests.sluice.test_delta_log import SCHEMA, _table
 
@@ -121,11 +127,11 @@ def test_the_lock_in_a_bucket_refuses_a_second_holder_and_frees_itself_on_releas
 
 HOLDER = """
 import sys, time
-from sluice.lock import driver_lock
+from sluice.storage.lock import driver_lock
 lock = driver_lock(sys.argv[1], "paused", {"run_id": "paused-holder"}, lease_seconds=float(sys.argv[2])).acquire()
 print("held", flush=True)
 time.sleep(float(sys.argv[3]))  # SIGSTOP lands here
-from sluice.lock import LeaseLost, check_held
+from sluice.storage.lock import LeaseLost, check_held
 try:
     check_held()
     print("committed", flush=True)
@@ -176,7 +182,7 @@ def filesystem_text(bucket: str, key: str) -> str:
 APPENDER = """
 import json, sys, time
 from pathlib import Path
-from sluice import ledger
+from sluice.operations import ledger
 from tests.sluice.test_ledger import summary
 go = Path(sys.argv[3])
 while not go.exists():  # all four start appending at the same moment
@@ -191,7 +197,7 @@ print(json.dumps([began, time.time()]))
 def test_runs_appending_to_a_ledger_in_a_bucket_from_several_processes_lose_no_row(bucket, aws_env, tmp_path):
     """Every run appends its row from its own process: on the store each commit is a conditional put. The four
     appenders are released together and their appends overlap in time (checked), so their commits race."""
-    from sluice import ledger
+    from sluice.operations import ledger
 
     path = f"s3a://{bucket}/lake/_sluice/ledger"
     go = tmp_path / "go"
@@ -323,7 +329,7 @@ def test_a_chain_in_a_bucket_takes_a_backfill_down_to_gold_as_on_local_disk(buck
 def _read(uri: str, *columns: str) -> list[tuple]:
     from deltalake import DeltaTable
 
-    from sluice.object_store import delta_rs_location
+    from sluice.storage.object_store import delta_rs_location
 
     location, options = delta_rs_location(uri)
     table = DeltaTable(location, storage_options=options).to_pyarrow_table(columns=list(columns))
@@ -335,7 +341,7 @@ def test_kafka_into_a_table_in_a_bucket_takes_each_record_once(bucket, aws_env, 
                                                                 here):
     """Kafka -> Delta with the table, its quarantine and its checkpoint (the offsets) in the bucket: the first run
     in-process (``here``), the second a `sluice run` process that resumes from the offsets in the bucket."""
-    from sluice.kafka_broker import create_topic
+    from devservices.kafka_broker import create_topic
     from tests.e2e.conftest import last_json_line, sluice
     from tests.helpers import kafka_spec, produce, write_spec
 

@@ -15,9 +15,8 @@ import sys
 import pytest
 from pyarrow import fs as pafs
 
-from sluice.kafka_broker import free_port
-from sluice.object_store import ObjectStore
-from sluice.s3_server import (
+from devservices.kafka_broker import free_port
+from devservices.s3_server import (
     REGION,
     S3Server,
     create_bucket,
@@ -26,6 +25,7 @@ from sluice.s3_server import (
     stop_server,
 )
 from sluice.settings import load_settings
+from sluice.storage.object_store import ObjectStore
 
 pytestmark = pytest.mark.e2e
 
@@ -101,7 +101,7 @@ def test_sluice_s3_commands(tmp_path):
     env = {**os.environ, "SLUICE_HOME": str(tmp_path), "SLUICE_S3_PORT": str(free_port())}
 
     def sluice(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "sluice.cli", "s3", *args], env=env, capture_output=True,
+        return subprocess.run([sys.executable, "-m", "sluice_cli.main", "s3", *args], env=env, capture_output=True,
                               text=True, timeout=180)
 
     assert sluice("status").returncode == 1

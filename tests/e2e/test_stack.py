@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from sluice.kafka_broker import free_port, port_open
+from devservices.kafka_broker import free_port, port_open
 from tests.e2e.conftest import BIN, wait_for
 from tests.e2e.live_airflow import Api
 from tests.helpers import order_lines, orders_spec, write_spec
@@ -82,7 +82,7 @@ def _exports(text: str) -> dict[str, str]:
 
 
 def _land(store_env: dict[str, str], key: str, lines: list[str]) -> None:
-    from sluice.object_store import ObjectStore
+    from sluice.storage.object_store import ObjectStore
 
     with ObjectStore.from_env(store_env).arrow().open_output_stream(f"lake/lake/landing/orders/{key}") as out:
         out.write(("\n".join(lines) + "\n").encode())
@@ -91,7 +91,7 @@ def _land(store_env: dict[str, str], key: str, lines: list[str]) -> None:
 def _orders(store_env: dict[str, str], table: str) -> list[tuple]:
     from deltalake import DeltaTable
 
-    from sluice.object_store import ObjectStore, delta_rs_location
+    from sluice.storage.object_store import ObjectStore, delta_rs_location
 
     location, options = delta_rs_location(f"s3a://lake/lake/{table}", ObjectStore.from_env(store_env))
     rows = DeltaTable(location, storage_options=options).to_pyarrow_table(columns=["id", "ts", "customer", "amount"])

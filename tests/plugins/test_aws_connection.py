@@ -12,8 +12,8 @@ from sluice_airflow.aws_connection import (
     use_aws_connection,
 )
 
-from sluice.object_store import ObjectStore
 from sluice.settings import load_settings
+from sluice.storage.object_store import ObjectStore
 
 
 def test_an_aws_connection_becomes_the_aws_variables_of_the_task(monkeypatch):

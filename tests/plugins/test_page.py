@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 
 from fastapi.testclient import TestClient
 
-from sluice import ledger
+from sluice.operations import ledger
 from tests.e2e.conftest import BIN
 from tests.helpers import orders_spec, write_spec
 from tests.sluice.test_backlog import _land

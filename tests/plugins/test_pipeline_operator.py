@@ -9,7 +9,7 @@ from sluice_airflow.spark_connection import (
     require_spark_connection,
 )
 
-from sluice.environment import spark_connection_env
+from sluice.launch.environment import spark_connection_env
 
 
 def test_missing_spark_connection_is_a_clear_error(monkeypatch):

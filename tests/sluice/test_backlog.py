@@ -1,4 +1,4 @@
-"""A pipeline's backlog without Spark (sluice.backlog): files the checkpoint has not taken, upstream Delta
+"""A pipeline's backlog without Spark (sluice.operations.backlog): files the checkpoint has not taken, upstream Delta
 versions it has not consumed, and `sluice backlog`."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ import json
 import os
 from pathlib import Path
 
-from sluice.backlog import delta_backlog, describe, files_backlog, measure
-from sluice.checkpoint import Checkpoint
+from sluice.operations.backlog import delta_backlog, describe, files_backlog, measure
 from sluice.spec import load_spec
+from sluice.storage.checkpoint import Checkpoint
 from tests.sluice.test_delta_log import _table
 
 
@@ -73,7 +73,7 @@ def test_delta_backlog_counts_the_upstream_versions_not_consumed(tmp_path):
 
 
 def test_sluice_backlog_prints_each_pipeline(tmp_path, lake, capsys):
-    from sluice.cli import main
+    from sluice_cli.main import main
     from tests.helpers import write_spec
 
     write_spec(lake.pipelines_dir, {"name": "orders", "source": {"format": "json", "path": "landing/orders",

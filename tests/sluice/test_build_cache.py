@@ -1,4 +1,4 @@
-"""The user's build cache (sluice.build_cache): outputs keyed by every input that changes them, checked by their
+"""The user's build cache (devservices.build_cache): outputs keyed by every input that changes them, checked by their
 digest before use, kept outside the clone."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from sluice.build_cache import CachedFile, cache_root
-from sluice.s3_server import BUILD_FLAGS, SEAWEEDFS_VERSION, cached_binary
+from devservices.build_cache import CachedFile, cache_root
+from devservices.s3_server import BUILD_FLAGS, SEAWEEDFS_VERSION, cached_binary
 
 
 def built(tmp_path: Path, text: bytes = b"\x7fELF a binary") -> Path:

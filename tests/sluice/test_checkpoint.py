@@ -1,4 +1,4 @@
-"""The checkpoint's files, read and written through one layer (sluice.checkpoint over sluice.storage).
+"""The checkpoint's files, read and written through one layer (sluice.storage.checkpoint over sluice.storage.files).
 
 The layout is Spark's own (the files below are what a file-source query writes); the Spark-level tests read
 real checkpoints through the same class (tests/spark_jobs).
@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from sluice.checkpoint import SPEC_FILE, Checkpoint
-from sluice.storage import Storage
+from sluice.storage.checkpoint import SPEC_FILE, Checkpoint
+from sluice.storage.files import Storage
 
 
 def spark_checkpoint(root: Path, planned: int, done: int, compact_at: int | None = None) -> Path:

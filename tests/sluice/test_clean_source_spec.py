@@ -49,7 +49,7 @@ def test_invalid_clean_source_names_the_field_and_the_fix(clean_source, path, me
 
 
 def test_an_archive_overlapping_the_resolved_source_folder_is_refused_before_the_run(lake):
-    from spark_jobs.clean_source import CleanSourceError, check_folders
+    from spark_jobs.sources.archive import CleanSourceError, check_folders
 
     # relative and absolute cannot be compared in the spec: the run compares them resolved
     spec = with_clean({"mode": "archive", "archive_dir": str(lake.lake_root / "landing" / "orders" / "old")})

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sluice.cli import main
+from sluice_cli.main import main
 from tests.helpers import orders_spec, write_spec
 
 
@@ -108,7 +108,7 @@ def test_validate_refuses_two_specs_of_the_folder_sharing_a_table_not_created_ye
 def test_sluice_run_hands_its_flags_to_the_driver_in_the_job_request(lake, monkeypatch, args, expected):
     """What `sluice run`'s flags become in the request the driver reads (its run there is tested in-process and
     in tests/e2e/test_cli_run.py): here up to the launch, no Spark."""
-    import sluice.cli as cli
+    import sluice_cli.pipelines as cli
 
     launched = []
     monkeypatch.setattr(cli, "_launch", lambda job, *_, **__: launched.append(job) or 0)

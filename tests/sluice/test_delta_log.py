@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from sluice.delta_log import DeltaLog, log_state
+from sluice.storage.delta_log import DeltaLog, log_state
 
 SCHEMA = {"type": "struct", "fields": [{"name": "id", "type": "long", "nullable": True, "metadata": {}},
                                        {"name": "day", "type": "date", "nullable": True, "metadata": {}}]}

@@ -1,12 +1,12 @@
-"""Freshness from the run ledger (sluice.freshness, no Spark): the age of the newest committed data against
+"""Freshness from the run ledger (sluice.operations.freshness, no Spark): the age of the newest committed data against
 the spec's warn_after / error_after, and the alert's one line."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from sluice import ledger
-from sluice.freshness import check
+from sluice.operations import ledger
+from sluice.operations.freshness import check
 from sluice.spec import load_spec
 from tests.helpers import orders_spec, write_spec
 from tests.sluice.test_backlog import _land

@@ -13,9 +13,9 @@ import json
 import pytest
 
 from sluice.contract import JobRequest, RunSummary, maintain_job, run_job
-from sluice.launcher import JobFailed, launch
-from sluice.lock import run_lock
-from sluice.submit import build_plan
+from sluice.launch.launcher import JobFailed, launch
+from sluice.launch.submit import build_plan
+from sluice.storage.lock import run_lock
 from tests.helpers import make_spec, orders_spec
 
 
@@ -112,7 +112,7 @@ def test_a_busy_pipeline_is_refused_before_spark_submit(plan_for, lake):
     assert summary["error"] == f"refused: {caught.value}"
     assert (summary["batches"], summary["input_rows"], summary["output_rows"]) == (0, 0, 0)
     assert summary["sink"] == str(lake.lake_root / "bronze" / "orders") and summary["ledger"] == str(lake.ledger_path)
-    from sluice.ledger import latest_runs
+    from sluice.operations.ledger import latest_runs
 
     [row] = latest_runs(str(lake.ledger_path), "orders")
     assert (row["run_id"], row["status"], row["batches"], row["error"]) == ("r2", "failed", 0, summary["error"])
@@ -132,7 +132,7 @@ def test_a_refused_job_that_writes_no_ledger_row_still_has_its_summary(lake, tmp
 def test_the_request_file_is_the_drivers_only_argument_and_round_trips(plan_for, tmp_path):
     from datetime import datetime, timezone
 
-    from sluice.run_request import BackfillSlice
+    from sluice.contract.request import BackfillSlice
 
     day = BackfillSlice(datetime(2026, 11, 1, tzinfo=timezone.utc), datetime(2026, 11, 2, tzinfo=timezone.utc))
     plan = plan_for(run_job(run_id="bf", backfill=day, airflow={"dag_id": "d", "dag_run_id": "r", "try_number": 2}))

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 import threading
 
-from sluice import ledger
 from sluice.contract import RunSummary
-from sluice.status import status_table
+from sluice.operations import ledger
+from sluice.operations.status import status_table
 
 
 def summary(run_id: str, pipeline: str = "orders", started: str = "2026-11-23T10:00:00+00:00",
@@ -116,7 +116,7 @@ def test_data_quality_counts_are_in_the_ledger_and_a_ledger_from_before_gains_th
 
 
 def test_quality_warnings_name_the_count_and_where_to_look():
-    from sluice.quality import quality_warnings
+    from sluice.contract.quality import quality_warnings
 
     found = quality_warnings(summary("r1", quarantined_rows=2, dropped_rows=1, rescued_rows=0,
                                      quarantine="/lake/_quarantine/orders",
@@ -132,7 +132,7 @@ def test_quality_warnings_name_the_count_and_where_to_look():
 
 
 def test_quality_warnings_name_rewritten_files_and_the_options():
-    from sluice.quality import quality_warnings
+    from sluice.contract.quality import quality_warnings
 
     paths = [f"/lake/landing/f{n}.json" for n in range(10)]
     warned = quality_warnings(summary("r1", overwritten_files={"count": 12, "paths": paths, "action": "warn"}))
@@ -151,7 +151,7 @@ def test_quality_warnings_name_rewritten_files_and_the_options():
 
 
 def test_quality_warnings_name_the_schema_change_and_the_rescued_values_moved():
-    from sluice.quality import quality_warnings
+    from sluice.contract.quality import quality_warnings
 
     change = {"table": "/lake/orders", "applied": False, "added_columns": [{"column": "coupon", "type": "STRING"}],
               "widened_columns": [{"column": "qty", "from": "INT", "to": "BIGINT"}]}

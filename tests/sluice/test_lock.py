@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from sluice.lock import BACKFILL_LOCK_WAIT_SECONDS, PipelineBusy, run_lock
+from sluice.storage.lock import BACKFILL_LOCK_WAIT_SECONDS, PipelineBusy, run_lock
 
 
 def test_a_backfill_run_waits_for_the_running_incremental_run_then_holds_the_lock(tmp_path):

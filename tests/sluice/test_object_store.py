@@ -7,9 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from sluice.contract import run_job
-from sluice.object_store import ObjectStore, bucket_and_key, delta_rs_location
+from sluice.launch.submit import build_plan
 from sluice.settings import load_settings
-from sluice.submit import build_plan
+from sluice.storage.object_store import ObjectStore, bucket_and_key, delta_rs_location
 from tests.helpers import make_spec, orders_spec
 
 ENV = {"AWS_ENDPOINT_URL": "http://127.0.0.1:8333", "AWS_ACCESS_KEY_ID": "key-id", "AWS_SECRET_ACCESS_KEY": "s3cret",

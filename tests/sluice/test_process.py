@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import subprocess
 
+from devservices.readiness import wait_until
 from sluice.process import descendants, kill_tree, launcher_alive, launcher_token
-from sluice.readiness import wait_until
 
 
 def test_a_launcher_token_names_one_live_process():

@@ -15,10 +15,10 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 
-from sluice.kafka_broker import free_port
-from sluice.readiness import NotReady, http_answer, http_json, wait_until
+from devservices.kafka_broker import free_port
+from devservices.readiness import NotReady, http_answer, http_json, wait_until
+from devservices.stack import Ports, Stack, StackError
 from sluice.settings import load_settings
-from sluice.stack import Ports, Stack, StackError
 
 WORKERS = {"workers": [{"id": "worker-1", "state": "ALIVE"}]}
 

@@ -6,7 +6,12 @@ from datetime import date, datetime, timezone
 
 import pytest
 
-from sluice.run_request import CLI_NAMES, BackfillSlice, RunRequestError, run_request
+from sluice.contract.request import (
+    CLI_NAMES,
+    BackfillSlice,
+    RunRequestError,
+    run_request,
+)
 from sluice.spec import parse_spec
 
 FILES = {"name": "orders", "source": {"format": "json", "path": "landing/orders", "schema": "id BIGINT, d DATE"}}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from sluice.schema_change import compare, from_ddl, from_json, refusal_message, widens
+from sluice.schema.change import compare, from_ddl, from_json, refusal_message, widens
 
 
 def change(table: str, output: str, **kwargs):

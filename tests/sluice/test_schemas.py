@@ -7,10 +7,8 @@ import json
 
 import pytest
 
-from sluice.checkpoint import Checkpoint
-from sluice.cli import main
-from sluice.schema_change import next_change
-from sluice.schemas import (
+from sluice.schema.change import next_change
+from sluice.schema.stored import (
     SchemaVersion,
     hinted_version,
     history,
@@ -22,6 +20,8 @@ from sluice.schemas import (
     with_schema,
 )
 from sluice.spec import SpecError, parse_spec
+from sluice.storage.checkpoint import Checkpoint
+from sluice_cli.main import main
 from tests.helpers import write_spec
 
 

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from sluice.catalog import PipelineCatalog
 from sluice.settings import load_settings
 from sluice.spec import SpecError, load_spec, parse_spec
+from sluice.spec.catalog import PipelineCatalog
 from tests.helpers import orders_spec, write_spec
 
 PROJECT = Path(__file__).resolve().parents[2]

@@ -9,7 +9,7 @@ import pytest
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
 from sluice.contract import JobRequest, maintain_job, run_job
-from sluice.submit import (
+from sluice.launch.submit import (
     build_plan,
     env_spark_master,
     spark_jobs_dir,
@@ -110,7 +110,7 @@ def test_connections_only_airflow_can_resolve_go_through_airflow(monkeypatch, co
 
 
 def test_drivers_map_the_jvm_class_archive_when_there_is_one(lake, monkeypatch, tmp_path):
-    from sluice.jvm_archive import archive_path
+    from sluice.launch.jvm_archive import archive_path
 
     def java_options():
         plan = build_plan(run_job(spec_path="x.yaml"), make_spec(orders_spec()), settings, workdir=tmp_path / "w")
@@ -156,7 +156,7 @@ def test_a_sluice_driver_jit_that_is_no_choice_is_refused_naming_the_choices(mon
 
 
 def test_the_cli_refuses_a_bad_sluice_driver_jit_in_one_line(monkeypatch, capsys):
-    from sluice.cli import main
+    from sluice_cli.main import main
 
     monkeypatch.setenv("SLUICE_DRIVER_JIT", "fast")
     assert main(["status", "x"]) == 2
@@ -194,7 +194,7 @@ def test_sluice_spark_conf_reaches_every_driver_between_sluices_defaults_and_the
 ])
 def test_a_sluice_spark_conf_that_is_no_json_object_of_settings_is_refused_showing_its_form(monkeypatch, capsys,
                                                                                           value, message):
-    from sluice.cli import main
+    from sluice_cli.main import main
 
     monkeypatch.setenv("SLUICE_SPARK_CONF", value)
     assert main(["status", "x"]) == 2

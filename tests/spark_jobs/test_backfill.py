@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from sluice.contract import run_job
-from sluice.run_request import run_request
-from spark_jobs.runner import RunFailed, run_pipeline
+from sluice.contract.request import run_request
+from spark_jobs.run.runner import RunFailed, run_pipeline
 from tests.helpers import (
     delta_version,
     files_under,

@@ -10,7 +10,7 @@ from datetime import datetime
 import pytest
 
 from sluice.contract import run_job
-from spark_jobs.runner import RunFailed, run_pipeline
+from spark_jobs.run.runner import RunFailed, run_pipeline
 from tests.helpers import make_spec, write_lines, write_spec
 
 BRONZE = {

@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from sluice.checkpoint import Checkpoint
 from sluice.contract import run_job
-from sluice.ledger import latest_runs
-from sluice.run_request import run_request
-from spark_jobs.clean_source import clean, committed_files
-from spark_jobs.runner import RunFailed, run_pipeline
+from sluice.contract.request import run_request
+from sluice.operations.ledger import latest_runs
+from sluice.storage.checkpoint import Checkpoint
+from spark_jobs.run.clean_source import clean, committed_files
+from spark_jobs.run.runner import RunFailed, run_pipeline
 from tests.helpers import (
     delta_version,
     make_spec,
@@ -175,7 +175,7 @@ KILLER = """
 import os, signal, sys
 from sluice.settings import load_settings
 from sluice.spec import load_spec
-from spark_jobs.clean_source import clean
+from spark_jobs.run.clean_source import clean
 
 spec, settings, stop_after = load_spec(sys.argv[1]), load_settings(), int(sys.argv[2])
 done = []

@@ -12,9 +12,9 @@ from datetime import date
 import pytest
 
 from sluice.contract import run_job
-from sluice.run_request import run_request
-from spark_jobs.runner import run_pipeline
-from spark_jobs.upstream import PENDING_FILE
+from sluice.contract.request import run_request
+from spark_jobs.corrections.upstream import PENDING_FILE
+from spark_jobs.run.runner import run_pipeline
 from tests.helpers import make_spec, write_lines, write_spec
 
 BRONZE = {

@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from sluice.checkpoint import Checkpoint
 from sluice.contract import run_job
-from spark_jobs import batch_writer
-from spark_jobs.runner import RunFailed, run_pipeline
+from sluice.storage.checkpoint import Checkpoint
+from spark_jobs.batch import writer as batch_writer
+from spark_jobs.quality.quarantine import quarantine_pending
+from spark_jobs.run.runner import RunFailed, run_pipeline
 from tests.helpers import (
     delta_version,
     make_spec,
@@ -167,7 +168,7 @@ def test_a_crash_between_the_sink_commit_and_the_quarantine_rows_of_a_one_pass_b
     failed, checkpoint = crash_in_batch_0(spark, spec, lake, monkeypatch, "write_rows", quarantine_write_fails)
     assert sorted(r.id for r in table(spark, spec, lake).collect()) == [*range(12), 14, 15, 16]
     assert not Path(spec.quarantine_table_path(lake)).exists()
-    assert batch_writer.quarantine_pending(spark, str(checkpoint)) == 0  # the marker names the batch
+    assert quarantine_pending(spark, str(checkpoint)) == 0  # the marker names the batch
     sink_version = delta_version(spec.sink_path(lake))
 
     rerun = run(spark, spec, lake, run_id="rerun")
@@ -178,7 +179,7 @@ def test_a_crash_between_the_sink_commit_and_the_quarantine_rows_of_a_one_pass_b
     assert sorted(r.id for r in table(spark, spec, lake).collect()) == [*range(12), 14, 15, 16]
     bad = sorted((r.raw, r.batch_id, r.run_id) for r in quarantine(spark, spec, lake).collect())
     assert bad == sorted([(TRUNCATED, 0, "rerun"), (WRONG_TYPE, 0, "rerun"), (NOT_AN_OBJECT, 0, "rerun")])
-    assert batch_writer.quarantine_pending(spark, str(checkpoint)) is None and (checkpoint / "commits" / "0").is_file()
+    assert quarantine_pending(spark, str(checkpoint)) is None and (checkpoint / "commits" / "0").is_file()
     # counted once: the failed run reported no batch; the rerun wrote no sink row and the 3 quarantine rows
     assert (failed["batches"], failed["quarantined_rows"]) == (0, 0)
     assert (rerun["output_rows"], rerun["quarantined_rows"]) == (0, 3)

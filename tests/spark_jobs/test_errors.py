@@ -1,9 +1,9 @@
-"""A failure in one line (spark_jobs.errors): an object store that stopped answering is named as such, and
+"""A failure in one line (spark_jobs.driver.errors): an object store that stopped answering is named as such, and
 only it (a broker refusing a connection is not the store)."""
 
 from __future__ import annotations
 
-from spark_jobs.errors import describe_error, store_unreachable
+from spark_jobs.driver.errors import describe_error, store_unreachable
 
 S3A = ("java.net.ConnectException: getFileStatus on s3a://lake/orders/_delta_log/00000000000000000003.json: "
        "software.amazon.awssdk.core.exception.SdkClientException: Unable to execute HTTP request: Connect to "

@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from sluice.checkpoint import Checkpoint
 from sluice.contract import run_job
-from sluice.delta_log import DeltaLog
-from sluice.lock import PipelineBusy, driver_lock
-from spark_jobs import guards
-from spark_jobs.guards import CHECKPOINT_PROPERTY, PIPELINE_PROPERTY
-from spark_jobs.runner import RunFailed, run_pipeline
+from sluice.storage.checkpoint import Checkpoint
+from sluice.storage.delta_log import DeltaLog
+from sluice.storage.lock import PipelineBusy, driver_lock
+from spark_jobs.run.runner import RunFailed, run_pipeline
+from spark_jobs.sinks import guards
+from spark_jobs.sinks.guards import CHECKPOINT_PROPERTY, PIPELINE_PROPERTY
 from tests.helpers import (
     delta_version,
     make_spec,
@@ -194,8 +194,8 @@ def test_a_new_pipelines_first_write_creates_its_table_with_its_identity_in_one_
 def test_the_first_write_allows_unknown_delta_properties_for_itself_only(spark, lake, tmp_path):
     # allowArbitraryProperties is set around the creating write, then restored: another write's unknown
     # delta.* key is still refused
-    from spark_jobs.commit import ARBITRARY_PROPERTIES_CONF, Commit, NewTable
-    from spark_jobs.sink import write_rows
+    from spark_jobs.sinks.commit import ARBITRARY_PROPERTIES_CONF, Commit, NewTable
+    from spark_jobs.sinks.table import write_rows
 
     rows = spark.createDataFrame([(1,)], "id BIGINT")
     write_rows(rows, str(tmp_path / "t"), Commit(0, new_table=NewTable({"delta.sluice.pipeline": "p"}, "c",
@@ -337,7 +337,7 @@ def test_a_changed_stateful_query_is_refused_but_a_stateless_change_is_not(spark
 HOLD_LOCK = """
 import sys, time
 from pathlib import Path
-from sluice.lock import driver_lock
+from sluice.storage.lock import driver_lock
 lock = driver_lock(Path(sys.argv[1]), "orders", {"run_id": "the-holder"}).acquire()
 print("held", flush=True)
 time.sleep(600)

@@ -1,4 +1,4 @@
-"""The JSON field scan (jvm/json, ``spark_jobs.records``): one Jackson pass in place of ``from_json`` into a
+"""The JSON field scan (jvm/json, ``spark_jobs.quality.records``): one Jackson pass in place of ``from_json`` into a
 map of VARIANT values. It must give what the map parse gave, record for record: the declared columns, the
 error (which fields do not fit, or not a JSON object) and ``_rescued`` as ``to_json`` of a VARIANT writes it.
 The map parse stays in the code as the reference: each case is run through both and compared, with the
@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 from pyspark.sql import functions as F
 
-from spark_jobs.records import (
+from spark_jobs.quality.records import (
     BAD,
     SCAN_FUNCTION,
     _scan_config,

@@ -15,9 +15,9 @@ import fastavro
 import pytest
 
 from sluice.contract import run_job
-from sluice.run_request import run_request
+from sluice.contract.request import run_request
 from sluice.spec import SpecError, load_spec
-from spark_jobs.runner import run_pipeline
+from spark_jobs.run.runner import run_pipeline
 from tests.conftest import PROJECT
 from tests.helpers import end_offsets, make_spec, new_topic
 
@@ -237,7 +237,7 @@ def test_every_avro_type_decodes_and_is_as_long_encoded_again(spark, tmp_path):
     from pyspark.sql import Row
 
     from sluice.spec import KafkaValue
-    from spark_jobs.kafka_source import avro_columns
+    from spark_jobs.sources.kafka import avro_columns
 
     path = tmp_path / "all.avsc"
     path.write_text(json.dumps(ALL_TYPES), encoding="utf-8")

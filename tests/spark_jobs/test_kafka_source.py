@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from devservices.kafka_broker import restart_broker, start_broker, stop_broker
 from sluice.contract import run_job
-from sluice.kafka_broker import restart_broker, start_broker, stop_broker
-from spark_jobs.runner import RunFailed, run_pipeline
+from spark_jobs.run.runner import RunFailed, run_pipeline
 from tests.helpers import (
     delta_version,
     end_offsets,
@@ -228,7 +228,7 @@ def test_backfill_rebuilds_a_day_from_the_committed_records_of_that_day(spark, l
 
     from confluent_kafka import Producer
 
-    from sluice.run_request import run_request
+    from sluice.contract.request import run_request
 
     topic = new_topic(kafka_broker.bootstrap_servers)
     spec_data = kafka_spec("kafka_days", kafka_broker.bootstrap_servers, topic)
@@ -267,7 +267,7 @@ def test_backfill_rebuilds_a_day_from_the_committed_records_of_that_day(spark, l
 def test_subscribe_pattern_reads_every_matching_topic(spark, lake, kafka_broker):
     import uuid
 
-    from sluice.kafka_broker import create_topic
+    from devservices.kafka_broker import create_topic
 
     bootstrap = kafka_broker.bootstrap_servers
     prefix = f"p_{uuid.uuid4().hex[:8]}"

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from sluice.contract import maintain_job, run_job
-from sluice.ledger import latest_runs
-from sluice.lock import PipelineBusy, launcher_lock, maintenance_lock
+from sluice.operations.ledger import latest_runs
 from sluice.spec import SpecError
-from spark_jobs.maintain import MaintenanceFailed, maintain_pipeline
-from spark_jobs.runner import run_pipeline
+from sluice.storage.lock import PipelineBusy, launcher_lock, maintenance_lock
+from spark_jobs.run.maintenance import MaintenanceFailed, maintain_pipeline
+from spark_jobs.run.runner import run_pipeline
 from tests.helpers import (
     delta_version,
     make_spec,
@@ -153,7 +153,7 @@ def test_maintenance_of_a_pipeline_that_has_no_table_yet_is_a_no_op(spark, lake)
 
 
 def test_maintenance_refuses_while_an_orphan_driver_holds_the_pipeline(spark, lake):
-    from sluice.lock import driver_lock
+    from sluice.storage.lock import driver_lock
 
     spec = make_spec(orders_spec())
     orphan = driver_lock(lake.checkpoint_root, "orders", {"run_id": "orphan"}).acquire()

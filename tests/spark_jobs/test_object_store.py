@@ -12,7 +12,7 @@ import json
 import pytest
 from pyarrow import fs as pafs
 
-from sluice.s3_server import create_bucket, filesystem
+from devservices.s3_server import create_bucket, filesystem
 from sluice.settings import load_settings
 from sluice.spark_conf import s3a_conf
 

@@ -11,14 +11,14 @@ from pathlib import Path
 import pytest
 
 from sluice.contract import run_job
-from spark_jobs.overwrites import (
+from spark_jobs.run.runner import RunFailed, run_pipeline
+from spark_jobs.sources.overwrites import (
     companion_checkpoint,
     find_rewritten,
     local_file,
     source_log,
     staging_folder,
 )
-from spark_jobs.runner import RunFailed, run_pipeline
 from tests.helpers import make_spec, tree_digest, write_lines
 
 SCHEMA = "id BIGINT, v STRING"

@@ -1,4 +1,4 @@
-"""The single pass (jvm/json ``RecordParse``, ``spark_jobs.records``): the declared columns and the field scan
+"""The single pass (jvm/json ``RecordParse``, ``spark_jobs.quality.records``): the declared columns and the field scan
 in one UDF, the columns from Spark's own JSON parser over the record's string. It must give what
 ``from_json`` and the field scan give, record for record: the declared columns (a bad record's partial row
 too), the error and ``_rescued``; each case runs through both, with the types and parser options a spec can
@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 from pyspark.sql import functions as F
 
-from sluice.ddl import parse_ddl_schema
-from spark_jobs.records import BAD, json_columns, record_parse
+from sluice.spec.ddl import parse_ddl_schema
+from spark_jobs.quality.records import BAD, json_columns, record_parse
 from tests.spark_jobs.test_field_scan import OPTIONS, RECORDS, SCHEMA, VALUES
 
 TYPED = ("i INT, s SMALLINT, t TINYINT, f FLOAT, b BOOLEAN, d DATE, ts TIMESTAMP, ntz TIMESTAMP_NTZ, "

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from pyspark.testing import assertDataFrameEqual
 
+from devservices.readiness import wait_until
 from sluice.contract import run_job
-from sluice.readiness import wait_until
 from sluice.spec import PipelineSpec
-from spark_jobs.runner import RunFailed, run_pipeline
+from spark_jobs.run.runner import RunFailed, run_pipeline
 from tests.helpers import (
     delta_version,
     files_under,
@@ -368,7 +368,7 @@ def test_the_progress_line_counts_a_batch_read_again_for_its_quarantine_rows_onc
 
 
 def test_a_progress_line_divides_rows_and_rate_by_the_batchs_reads():
-    from spark_jobs.progress import progress_line
+    from spark_jobs.driver.progress import progress_line
 
     report = {"name": "p", "batchId": 3, "numInputRows": 206, "processedRowsPerSecond": 412.0,
               "durationMs": {"addBatch": 400, "triggerExecution": 500}}

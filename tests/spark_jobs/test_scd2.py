@@ -1,6 +1,6 @@
 """The SCD type 2 sink (``sink.mode: scd2``) on real Spark and Delta: hand-computed history tables.
 
-The history tests call the sink's batch write (:func:`spark_jobs.scd2.scd2_rows`) in-process, one call per
+The history tests call the sink's batch write (:func:`spark_jobs.sinks.scd2.scd2_rows`) in-process, one call per
 micro-batch; the last tests go through the pipeline's run path (checkpoint, quarantine, replay after a kill).
 Rows are ``(id, seq, name, city, op, __start_at, __end_at)``.
 """
@@ -14,10 +14,10 @@ import pytest
 
 from sluice.contract import run_job
 from sluice.spec import Sink
-from sluice.spec_errors import SpecError
-from spark_jobs.commit import Commit
-from spark_jobs.runner import run_pipeline
-from spark_jobs.scd2 import Scd2ColumnError, history_schema, scd2_rows
+from sluice.spec.errors import SpecError
+from spark_jobs.run.runner import run_pipeline
+from spark_jobs.sinks.commit import Commit
+from spark_jobs.sinks.scd2 import Scd2ColumnError, history_schema, scd2_rows
 from tests.helpers import delta_version, make_spec, write_lines
 
 SCHEMA = "id BIGINT, seq BIGINT, name STRING, city STRING, op STRING"

@@ -10,8 +10,8 @@ import json
 import pytest
 
 from sluice.contract import run_job
-from spark_jobs import schema_evolution
-from spark_jobs.runner import RunFailed, run_pipeline
+from spark_jobs.run.runner import RunFailed, run_pipeline
+from spark_jobs.sinks import schema_evolution
 from tests.helpers import delta_version, make_spec, tree_digest, write_lines, write_spec
 
 
@@ -198,7 +198,7 @@ def test_a_dry_run_shows_the_change_and_leaves_the_table_as_it_was(spark, lake):
 
 
 def test_validate_shows_the_change_the_next_run_makes_and_fails_on_one_it_refuses(spark, lake, capsys):
-    from sluice.cli import main
+    from sluice_cli.main import main
 
     old = make_spec(pipeline("id INT, customer STRING"))
     land(lake, "1.json", {"id": 1, "customer": "ann", "coupon": "A"})

@@ -11,12 +11,12 @@ from decimal import Decimal
 
 import pytest
 
-from sluice.checkpoint import Checkpoint
 from sluice.contract import run_job
-from sluice.ledger import latest_runs
-from sluice.schemas import SchemaVersion
-from spark_jobs.inference import InferenceError, infer, source_schema
-from spark_jobs.runner import RunFailed, run_pipeline
+from sluice.operations.ledger import latest_runs
+from sluice.schema.stored import SchemaVersion
+from sluice.storage.checkpoint import Checkpoint
+from spark_jobs.run.runner import RunFailed, run_pipeline
+from spark_jobs.sources.inference import InferenceError, infer, source_schema
 from tests.helpers import make_spec, write_lines
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from spark_jobs.upstream import consumed_through, scan_changes, stream_start
+from spark_jobs.corrections.upstream import consumed_through, scan_changes, stream_start
 
 
 def offset(checkpoint: Path, batch: int, version: int, index: int, done: bool = True) -> None:
@@ -66,7 +66,7 @@ def test_only_commits_that_removed_rows_are_changes_each_with_what_it_says_of_it
 
 
 def test_a_reset_that_follows_an_upstream_rewrite_keeps_only_the_latest_old_checkpoint(tmp_path):
-    from sluice.checkpoint import Checkpoint
+    from sluice.storage.checkpoint import Checkpoint
 
     checkpoint = tmp_path / "down"
     (tmp_path / "down.replaced-20261101T000000").mkdir()  # a user's reset: kept

@@ -29,7 +29,7 @@ import org.apache.spark.types.variant.VariantBuilder;
  * {@code to_json} writes a VARIANT, keys in the record's order (a repeated top-level key kept, as the map
  * keeps it), and a declared field counts as present by its first occurrence (a map lookup finds the first).
  *
- * <p>Arguments: the record's text, and the configuration (built by spark_jobs/records.py): the declared names
+ * <p>Arguments: the record's text, and the configuration (built by spark_jobs/quality/records.py): the declared names
  * joined by U+0002, then, each after a U+0001, whether VARIANT keeps duplicate keys
  * ({@code spark.sql.variant.allowDuplicateKeys}) and the JSON options as name, value, name, value. Result: {@code struct<present string, rescued string>}, with
  * {@code present} a '1' or '0' per declared name (in order) and {@code rescued} null when there is no

@@ -46,7 +46,7 @@ import org.apache.spark.unsafe.types.UTF8String;
  * {@code corrupt = true}, as {@code from_json}'s PERMISSIVE mode gives the partial row and the corrupt-record
  * column. Its values reach Spark through a Java UDF's external types, each chosen to convert back exactly
  * ({@code Instant}, {@code LocalDate}, {@code LocalDateTime}, {@code BigDecimal}); a schema with a type not
- * listed in {@link #supports} is not given to this UDF (spark_jobs/records.py parses it with {@code from_json}).
+ * listed in {@link #supports} is not given to this UDF (spark_jobs/quality/records.py parses it with {@code from_json}).
  *
  * <p>Arguments: the record's text, and the configuration: the declared schema's DDL, U+0003, the session time
  * zone, U+0003, then {@link FieldScan}'s configuration. Result: {@code struct<present string, rescued string,

@@ -1,0 +1,204 @@
+"""One code path from a job request to the spark-submit arguments.
+
+:func:`build_plan` gives a :class:`SubmitPlan` for a :class:`sluice.contract.JobRequest`; the Airflow
+operator and ``sluice run`` hand its fields to the provider's ``SparkSubmitHook`` (through
+:func:`sluice.launch.launcher.launch`), so both run the very same command, built, masked and logged by the hook.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sluice.contract import JobRequest, Summary
+from sluice.process import LAUNCHER_ENV, launcher_token
+from sluice.settings import Settings
+from sluice.spark_conf import (
+    default_spark_conf,
+    driver_java_options,
+    option_text,
+    s3a_conf,
+)
+from sluice.spec import PipelineSpec
+from sluice.storage.object_store import is_object_store_uri
+
+
+def spark_jobs_dir() -> Path:
+    """Where the Spark job's files are, found without importing PySpark."""
+    found = importlib.util.find_spec("spark_jobs")
+    if found is None or found.origin is None:
+        raise ModuleNotFoundError("the spark_jobs package is not installed: run `make install`")
+    return Path(found.origin).parent
+
+
+APPLICATIONS = {"run": "run_pipeline.py", "maintain": "maintain.py"}
+"""The driver's entry point of each kind of job (both are :mod:`spark_jobs.driver.job` with their own body)."""
+
+
+@dataclass(frozen=True)
+class SubmitPlan:
+    """Everything spark-submit needs for one job. Field names are SparkSubmitHook's arguments."""
+
+    application: str
+    application_args: list[str]
+    conf: dict[str, str]
+    jars: str
+    name: str
+    conn_id: str
+    env_vars: dict[str, str] = field(default_factory=dict)
+    job: JobRequest | None = None
+    pipeline: str = ""
+    object_store_uris: list[str] = field(default_factory=list)
+    """The object store locations the job uses: the launcher checks they answer before it starts anything."""
+    places: dict[str, str] = field(default_factory=dict)
+    """The job's ``sink``, ``checkpoint``, ``quarantine`` and ``ledger``: what a refusal's summary and ledger row
+    name when the launcher refuses the job before its driver starts (:func:`sluice.launch.launcher.launch`)."""
+
+    @property
+    def what(self) -> str:
+        """How messages name the job: ``run`` or ``maintenance``."""
+        return "maintenance" if self.job is not None and self.job.kind == "maintain" else "run"
+
+    def read_summary(self) -> Summary | None:
+        """The summary the Spark job wrote, or None if it wrote none (it died before the end)."""
+        if self.job is None or self.job.summary_file is None:
+            return None
+        return Summary.read(self.job.summary_file)
+
+    def hook_kwargs(self) -> dict[str, Any]:
+        """Arguments for ``SparkSubmitHook`` (the application goes to ``submit()``)."""
+        return {
+            "conf": self.conf,
+            "conn_id": self.conn_id,
+            "jars": self.jars,
+            "name": self.name,
+            "application_args": self.application_args,
+            "env_vars": self.env_vars,
+        }
+
+
+def application(kind: str) -> str:
+    return str(spark_jobs_dir() / APPLICATIONS[kind])
+
+
+def build_plan(job: JobRequest, spec: PipelineSpec, settings: Settings, *, workdir: Path,
+               secret_env: dict[str, str] | None = None) -> SubmitPlan:
+    """The spark-submit of one job: its request written to ``workdir/request.json`` (the driver's only
+    argument), its summary to come in ``workdir/summary.json``. ``secret_env`` (e.g. Kafka credentials from an
+    Airflow connection) goes into the process environment only: the hook neither logs it nor puts it in the
+    command, and the request file never holds it."""
+    job = job.model_copy(update={"spec_path": str(Path(job.spec_path).resolve()),
+                                 "summary_file": str(Path(workdir) / "summary.json")})
+    request_file = job.write(Path(workdir) / "request.json")
+    stores = object_store_uris(spec, settings)
+    on_store = bool(stores)
+    if job.kind == "maintain":
+        name = f"sluice-maintain-{spec.name}{'-dry-run' if job.dry_run else ''}"
+    else:
+        name = f"sluice-{spec.name}{'-backfill' if job.backfill else ''}{'-dry-run' if job.dry_run else ''}"
+    return SubmitPlan(
+        application=application(job.kind),
+        application_args=["--request", str(request_file)],
+        conf={**_conf(spec, settings), **(s3a_conf(os.environ, settings) if on_store else {})},
+        jars=",".join(str(j) for j in [*settings.spark_jars(), *(settings.object_store_jars() if on_store else [])]),
+        name=name,
+        conn_id=settings.spark_conn_id,
+        # the driver stops itself if this process (the launcher) is killed: no orphan writer
+        env_vars={**spark_env(settings), LAUNCHER_ENV: launcher_token(), **(secret_env or {})},
+        job=job,
+        pipeline=spec.name,
+        object_store_uris=stores,
+        places={"sink": spec.sink_path(settings), "checkpoint": spec.checkpoint_path(settings),
+                "quarantine": spec.quarantine_table_path(settings), "ledger": str(settings.ledger_path)},
+    )
+
+
+def object_store_uris(spec: PipelineSpec, settings: Settings) -> list[str]:
+    """The object store locations a job reads or writes (its driver then gets Hadoop's S3A jars and
+    settings); empty when everything is on local disk."""
+    places = [spec.sink_path(settings), spec.checkpoint_path(settings), spec.quarantine_table_path(settings),
+              str(settings.checkpoint_root), str(settings.ledger_path)]
+    if getattr(spec.source, "path", None):
+        places.append(spec.source_path(settings))
+    return sorted({p for p in places if is_object_store_uri(p)})
+
+
+def _conf(spec: PipelineSpec, settings: Settings) -> dict[str, str]:
+    """sluice's Spark settings, the driver's JVM options (log4j, class archive), the deployment's
+    (``SLUICE_SPARK_CONF``), then the spec's own."""
+    return {
+        **default_spark_conf(),
+        "spark.driver.extraJavaOptions": " ".join(
+            [f"-Dlog4j2.configurationFile=file:{spark_jobs_dir() / 'log4j2.properties'}",
+             *driver_java_options(settings)]),
+        **settings.spark_conf,
+        **{k: option_text(v) for k, v in spec.spark_conf.items()},
+    }
+
+
+def spark_env(settings: Settings) -> dict[str, str]:
+    """Environment of the spark-submit process: the driver resolves paths exactly as we did."""
+    python = os.environ.get("PYSPARK_PYTHON") or sys.executable
+    return {
+        "SLUICE_HOME": str(settings.home),
+        "SLUICE_PIPELINES": str(settings.pipelines_dir),
+        "SLUICE_LAKE_ROOT": str(settings.lake_root),
+        "SLUICE_CHECKPOINT_ROOT": str(settings.checkpoint_root),
+        "SLUICE_LEDGER": str(settings.ledger_path),
+        "SLUICE_JARS": str(settings.jars_dir),
+        "PYSPARK_PYTHON": python,
+        "PYSPARK_DRIVER_PYTHON": python,
+        "SPARK_LOCAL_IP": os.environ.get("SPARK_LOCAL_IP", "127.0.0.1"),
+    }
+
+
+def env_spark_master(conn_id: str, environ: dict[str, str] | None = None) -> str | None:
+    """The master of the Spark connection ``conn_id`` when an ``AIRFLOW_CONN_<ID>`` variable defines it
+    simply (JSON ``{"conn_type": "spark", "host": ..., "port": ...}`` without extras, or a ``spark://host:port``
+    URI), resolved the way SparkSubmitHook resolves it. None when only Airflow can tell (a connection in its
+    database or secrets backend, extras that change the command): then ask Airflow.
+
+    Airflow looks at environment variables before its database, so where this answers, the hook would
+    answer the same; ``sluice run`` then skips importing Airflow (about 6 s).
+    """
+    env = os.environ if environ is None else environ
+    value = (env.get(f"AIRFLOW_CONN_{conn_id.upper()}") or "").strip()
+    if not value:
+        return None
+    if value.startswith("{"):
+        try:
+            conn = json.loads(value)
+        except json.JSONDecodeError:
+            return None
+        if not isinstance(conn, dict) or conn.get("extra") or set(conn) - {"conn_type", "host", "port", "description"}:
+            return None
+        conn_type, host, port = conn.get("conn_type"), conn.get("host"), conn.get("port")
+    else:
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(value)
+        if parts.scheme != "spark" or parts.query or parts.path.strip("/") or parts.username:
+            return None
+        conn_type, host, port = "spark", parts.hostname, parts.port
+    if conn_type != "spark" or not host:
+        return None
+    master = host if ("://" in host or not port) else f"{conn_type}://{host}"
+    return f"{master}:{port}" if port else master
+
+
+def spark_submit_command(plan: SubmitPlan, master: str) -> list[str]:
+    """The command SparkSubmitHook builds for ``plan`` on a connection with this master (a test holds the
+    two equal)."""
+    cmd = ["spark-submit", "--master", master]
+    for key, value in plan.conf.items():
+        cmd += ["--conf", f"{key}={value}"]
+    if plan.jars:
+        cmd += ["--jars", plan.jars]
+    if plan.name:
+        cmd += ["--name", plan.name]
+    return [*cmd, plan.application, *plan.application_args]

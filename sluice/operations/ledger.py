@@ -1,0 +1,241 @@
+"""The run ledger: one row per run (real or dry, CLI or Airflow) in a Delta table.
+
+"Which run wrote version 42 of orders, from which offsets?" is one query::
+
+    SELECT l.run_id, l.dag_run_id, b.batch_id, b.sources
+    FROM delta.`<lake root>/_sluice/ledger` l LATERAL VIEW explode(l.micro_batches) AS b
+    WHERE l.pipeline = 'orders' AND b.delta_version = 42
+
+The row is appended by delta-rs (the ``deltalake`` package) from Python, not by a Spark job: a blind
+append of one small row, committed in a few milliseconds instead of the seconds a cold Spark write costs
+every run. Any Delta reader (Spark above, ``sluice status``) reads the table. Blind appends never
+conflict, so runs of several pipelines can finish at once; every ``COMPACT_EVERY`` versions the appending
+run compacts the table's small files (one per run) so reading it stays cheap after thousands of runs.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from sluice.storage.object_store import delta_rs_location
+
+if TYPE_CHECKING:
+    from sluice.contract import Summary
+
+COMPACT_EVERY = 100
+"""Compact the ledger's files (one per run) when its version is a multiple of this."""
+
+
+MAINTENANCE_KEYS = ("files_compacted", "files_written", "files_removed", "bytes_removed", "tables", "checkpoint_size")
+
+
+def arrow_schema():
+    import pyarrow as pa
+
+    source = pa.struct([
+        ("description", pa.string()),
+        # JSON: files source {"logOffset": n}, Kafka {topic: {partition: offset}}
+        ("start_offset", pa.string()),
+        ("end_offset", pa.string()),
+        ("input_rows", pa.int64()),
+        ("files", pa.list_(pa.string())),
+    ])
+    batch = pa.struct([
+        ("batch_id", pa.int64()),
+        ("delta_version", pa.int64()),
+        ("replay_of_version", pa.int64()),
+        ("input_rows", pa.int64()),
+        ("output_rows", pa.int64()),
+        ("quarantined_rows", pa.int64()),
+        ("sources", pa.list_(source)),
+    ])
+    utc = pa.timestamp("us", tz="UTC")
+    return pa.schema([
+        ("pipeline", pa.string()),
+        ("run_id", pa.string()),
+        ("dag_id", pa.string()),
+        ("dag_run_id", pa.string()),
+        ("try_number", pa.int32()),
+        ("mode", pa.string()),
+        ("trigger", pa.string()),
+        ("dry_run", pa.bool_()),
+        ("status", pa.string()),
+        ("error", pa.string()),
+        ("started_at", utc),
+        ("ended_at", utc),
+        ("duration_s", pa.float64()),
+        ("batch_ids", pa.list_(pa.int64())),
+        ("batches", pa.int32()),
+        ("input_rows", pa.int64()),
+        ("output_rows", pa.int64()),
+        ("delta_version_before", pa.int64()),
+        ("delta_version_after", pa.int64()),
+        ("checkpoint_id", pa.string()),
+        # data quality: records that did not parse or fit, where they went, expectation counts (JSON)
+        ("bad_records", pa.int64()),
+        ("quarantined_rows", pa.int64()),
+        ("dropped_rows", pa.int64()),
+        ("rescued_rows", pa.int64()),
+        ("expectations", pa.string()),
+        ("quarantine", pa.string()),
+        # a backfill run: the slice it rebuilt ("2026-11-01..2026-11-03"); null for other runs
+        ("backfill", pa.string()),
+        # a maintenance run (mode maintenance): what OPTIMIZE and VACUUM did, per table (JSON)
+        ("maintenance", pa.string()),
+        # landing files rewritten after they were ingested (source.on_overwrite): how many, the first few
+        ("overwritten_files", pa.int64()),
+        ("overwritten_paths", pa.list_(pa.string())),
+        # landing files archived or deleted by the run (source.clean_source): how many, the first few
+        ("cleaned_files", pa.int64()),
+        ("cleaned_paths", pa.list_(pa.string())),
+        # a Delta source following its upstream table's changes (spark_jobs.corrections.upstream): rebuild, reset or
+        # promotion; the upstream version the slices were rebuilt from; the slices; the whole report (JSON)
+        ("upstream_action", pa.string()),
+        ("upstream_version", pa.int64()),
+        ("rebuilt_slices", pa.list_(pa.string())),
+        ("upstream_changes", pa.string()),
+        # what waited for the pipeline when the run began and ended (sluice.operations.backlog; JSON)
+        ("backlog_before", pa.string()),
+        ("backlog_after", pa.string()),
+        # a file source without source.schema: the stored version of its schema the run read with
+        ("schema_version", pa.int64()),
+        ("micro_batches", pa.list_(batch)),
+        ("summary", pa.string()),
+    ])
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else (value if isinstance(value, str) else json.dumps(value))
+
+
+def ledger_row(summary: Summary) -> dict[str, Any]:
+    """The ledger's row of a run's (or a maintenance job's) summary."""
+    from sluice.contract import RunSummary
+
+    run = summary if isinstance(summary, RunSummary) else RunSummary.model_construct()
+    airflow = summary.airflow
+    data = summary.to_json()
+    follow = run.upstream_changes or {}
+    overwritten = run.overwritten_files or {}
+    cleaned = run.cleaned_files or {}
+    return {
+        "pipeline": summary.pipeline,
+        "run_id": summary.run_id,
+        "dag_id": airflow.dag_id if airflow else None,
+        "dag_run_id": airflow.dag_run_id if airflow else None,
+        "try_number": airflow.try_number if airflow else None,
+        "mode": summary.mode,
+        "trigger": run.trigger if run is summary else None,
+        "dry_run": summary.dry_run,
+        "status": summary.status,
+        "error": summary.error,
+        "started_at": datetime.fromisoformat(summary.started_at),
+        "ended_at": datetime.fromisoformat(summary.ended_at) if summary.ended_at else None,
+        "duration_s": summary.duration_s,
+        "batch_ids": [b.batch_id for b in run.micro_batches],
+        "batches": len(run.micro_batches),
+        "input_rows": run.input_rows,
+        "output_rows": run.output_rows,
+        "delta_version_before": summary.delta_version_before,
+        "delta_version_after": summary.delta_version_after,
+        "checkpoint_id": run.checkpoint_id,
+        "bad_records": run.bad_records,
+        "quarantined_rows": run.quarantined_rows,
+        "dropped_rows": run.dropped_rows,
+        "rescued_rows": run.rescued_rows,
+        "expectations": json.dumps(data.get("expectations") or {}),
+        "quarantine": run.quarantine if run is summary else None,
+        "backfill": (run.backfill or {}).get("slice"),
+        "maintenance": json.dumps({k: data.get(k) for k in MAINTENANCE_KEYS}) if summary.mode == "maintenance" else None,
+        "overwritten_files": overwritten.get("count"),
+        "overwritten_paths": overwritten.get("paths"),
+        "cleaned_files": cleaned.get("count"),
+        "cleaned_paths": cleaned.get("paths"),
+        "upstream_action": follow.get("action"),
+        "upstream_version": follow.get("through_version"),
+        "rebuilt_slices": [r["slice"] for r in follow.get("rebuilds") or [] if r.get("written")] if follow else None,
+        "upstream_changes": json.dumps(follow) if follow else None,
+        "backlog_before": _text(run.backlog_before),
+        "backlog_after": _text(run.backlog_after),
+        "schema_version": run.schema_version,
+        "micro_batches": [
+            {
+                "batch_id": b.batch_id,
+                "delta_version": b.delta_version,
+                "replay_of_version": b.replay_of_version,
+                "input_rows": b.input_rows,
+                "output_rows": b.output_rows,
+                "quarantined_rows": b.quarantined_rows,
+                "sources": [
+                    {
+                        "description": s.description,
+                        "start_offset": _text(s.start_offset),
+                        "end_offset": _text(s.end_offset),
+                        "input_rows": s.input_rows,
+                        "files": s.files,
+                    }
+                    for s in b.sources
+                ],
+            }
+            for b in run.micro_batches
+        ],
+        "summary": json.dumps(data),
+    }
+
+
+def append_run(ledger: str, summary: Summary, attempts: int = 5) -> int:
+    """Append the run's row (creating the table on first use); returns the ledger version written."""
+    import pyarrow as pa
+    from deltalake import DeltaTable, write_deltalake
+    from deltalake.exceptions import CommitFailedError, DeltaError
+
+    row = pa.Table.from_pylist([ledger_row(summary)], schema=arrow_schema())
+    # on an object store every commit is a conditional put (sluice.storage.object_store): no append is lost
+    ledger, options = delta_rs_location(ledger)
+    for attempt in range(attempts):
+        try:
+            # schema_mode merge: a ledger written by an older sluice gains the new columns
+            write_deltalake(ledger, row, mode="append", schema_mode="merge", name="sluice run ledger",
+                            description="one row per sluice run: sluice status, docs/operations.md",
+                            storage_options=options)
+            break
+        except (CommitFailedError, DeltaError):
+            # two first runs created the table at the same moment: the loser appends to the winner's table
+            if attempt == attempts - 1:
+                raise
+    table = DeltaTable(ledger, storage_options=options)
+    version = table.version()
+    if version > 0 and version % COMPACT_EVERY == 0:
+        try:
+            table.optimize.compact()
+        except DeltaError:  # a concurrent compaction won; the next multiple tries again
+            pass
+    return version
+
+
+def latest_runs(ledger: str, pipeline: str, limit: int = 10, *, where: str = "") -> list[dict[str, Any]]:
+    """The pipeline's latest runs, newest first (empty if the ledger does not exist yet); ``where``: a
+    condition of sluice's own (never user input) that they must also meet.
+
+    Read with delta-rs' own query engine: scanning through a pyarrow dataset of the table aborted the
+    process at exit now and then ("terminate called without an active exception")."""
+    import re
+
+    from deltalake import DeltaTable, QueryBuilder
+
+    ledger, options = delta_rs_location(ledger)
+    if not DeltaTable.is_deltatable(ledger, storage_options=options):
+        return []
+    if not re.fullmatch(r"[a-z][a-z0-9_]*", pipeline):  # the spec's name pattern: safe inside the SQL below
+        raise ValueError(f"not a pipeline name: {pipeline!r}")
+    table = DeltaTable(ledger, storage_options=options)
+    have = {f.name for f in table.schema().fields}
+    columns = [f.name for f in arrow_schema() if f.name not in ("summary", "micro_batches") and f.name in have]
+    selected = ", ".join(f'"{c}"' for c in columns)
+    condition = f"pipeline = '{pipeline}'" + (f" AND ({where})" if where else "")
+    sql = f"SELECT {selected} FROM ledger WHERE {condition} ORDER BY started_at DESC LIMIT {int(limit)}"
+    import pyarrow as pa
+
+    return pa.table(QueryBuilder().register("ledger", table).execute(sql).read_all()).to_pylist()

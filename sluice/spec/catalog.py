@@ -1,0 +1,156 @@
+"""The pipelines folder: every spec in it, loaded and checked together, looked up by name.
+
+    catalog = PipelineCatalog.load(settings.pipelines_dir)
+    catalog.specs           # {path: spec} of the valid specs
+    catalog.errors          # one SpecError per invalid file (a bad spec, a name used twice, an unknown upstream)
+    catalog.get("orders")   # the spec named orders (None if there is none)
+    catalog.resolve("orders")   # a spec file path, or a pipeline name, as the CLI takes them
+    catalog.with_upstream(spec) # a Delta source naming a pipeline, given that pipeline's table path
+
+The models (``sluice.spec``) do no file I/O: what a spec needs from its neighbours, the folder gives it
+here, once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sluice.settings import Settings
+from sluice.spec import DeltaSource, PipelineSpec, SpecError, display_path, load_spec
+
+
+def spec_files(folder: Path) -> list[Path]:
+    return sorted(p for p in Path(folder).glob("*.y*ml") if p.suffix in (".yaml", ".yml"))
+
+
+@dataclass
+class PipelineCatalog:
+    folder: Path
+    specs: dict[Path, PipelineSpec] = field(default_factory=dict)
+    errors: list[SpecError] = field(default_factory=list)
+
+    @classmethod
+    def load(cls, folder: Path) -> PipelineCatalog:
+        """Every spec in ``folder``: the valid ones by file, and one error per invalid file.
+
+        Two files with the same pipeline ``name`` are both errors (they would share a DAG and a checkpoint);
+        so is a spec naming an upstream pipeline that is not a valid one here.
+        """
+        catalog = cls(Path(folder))
+        specs, errors = catalog.specs, catalog.errors
+        for path in spec_files(folder):
+            try:
+                specs[path] = load_spec(path)
+            except SpecError as err:
+                errors.append(err)
+        by_name: dict[str, list[Path]] = {}
+        for path, spec in specs.items():
+            by_name.setdefault(spec.name, []).append(path)
+        for name, paths in by_name.items():
+            if len(paths) > 1:
+                for path in paths:
+                    others = ", ".join(display_path(p) for p in paths if p != path)
+                    errors.append(SpecError(display_path(path), [f"name: {name!r} is also used by {others}; "
+                                                                 "names are unique"]))
+                    del specs[path]
+        names = {spec.name for spec in specs.values()}
+        for path, spec in list(specs.items()):
+            unknown = [n for n in spec.upstream_pipelines() if n not in names or n == spec.name]
+            if unknown:
+                field_ = ("source.pipeline" if isinstance(spec.source, DeltaSource) and spec.source.pipeline in unknown
+                          else "schedule.asset")
+                what = "itself" if unknown[0] == spec.name else f"{unknown[0]!r}, which is not a valid pipeline in {folder}"
+                errors.append(SpecError(display_path(path), [f"{field_}: names {what}; name an upstream pipeline "
+                                                              f"({', '.join(sorted(names - {spec.name})) or 'none here'})"]))
+                del specs[path]
+        return catalog
+
+    def get(self, name: str) -> PipelineSpec | None:
+        return next((spec for spec in self.specs.values() if spec.name == name), None)
+
+    def _first_named(self, name: str) -> tuple[Path, PipelineSpec] | None:
+        """The first spec file of the folder that is valid on its own and names ``name``: found even when the
+        folder's checks refuse it (a duplicate name, an unknown upstream), so that its run says what is wrong."""
+        for path in spec_files(self.folder):
+            try:
+                spec = load_spec(path)
+            except SpecError:
+                continue
+            if spec.name == name:
+                return path, spec
+        return None
+
+    def resolve(self, arg: str) -> Path:
+        """A spec file path, or the name of a pipeline in the folder (``sluice run orders``)."""
+        path = Path(arg)
+        if path.is_file() or path.suffix in (".yaml", ".yml"):
+            return path
+        found = self._first_named(arg)
+        if found is not None:
+            return found[0]
+        raise SpecError(arg, [f"no such spec file, and no pipeline of that name in {self.folder}"])
+
+    def upstream(self, name: str, reader: str) -> PipelineSpec:
+        """The spec of the pipeline ``name`` (a Delta source's, an asset schedule's); a SpecError of
+        ``reader``'s if there is no valid one."""
+        found = self.get(name)
+        if found is None:  # valid on its own but refused by the folder's checks: still its table
+            named = self._first_named(name)
+            found = named[1] if named is not None else None
+        if found is None:
+            raise SpecError(reader, [f"source.pipeline: no valid pipeline named {name!r} in {self.folder}"])
+        return found
+
+    def with_upstream(self, spec: PipelineSpec, settings: Settings) -> PipelineSpec:
+        """``spec``, with a Delta source that names a pipeline given that pipeline's table (``source.path``)."""
+        source = spec.source
+        if not isinstance(source, DeltaSource) or not source.pipeline or source.path:
+            return spec
+        table = self.upstream(source.pipeline, spec.name).sink_path(settings)
+        return spec.model_copy(update={"source": source.model_copy(update={"path": table})})
+
+
+def resolve_upstream(spec: PipelineSpec, settings: Settings) -> PipelineSpec:
+    """``spec`` with its upstream table resolved from the pipelines folder (nothing to do for other sources)."""
+    source = spec.source
+    if not isinstance(source, DeltaSource) or not source.pipeline or source.path:
+        return spec
+    return PipelineCatalog.load(settings.pipelines_dir).with_upstream(spec, settings)
+
+
+def sinks_of(folder: Path, settings: Settings) -> dict[str, list[tuple[str, Path]]]:
+    """The sink table of every valid spec in ``folder``: table -> [(pipeline, spec file)]."""
+    found: dict[str, list[tuple[str, Path]]] = {}
+    for path in spec_files(folder):
+        try:
+            spec = load_spec(path)
+        except SpecError:
+            continue
+        found.setdefault(spec.sink_path(settings), []).append((spec.name, path))
+    return found
+
+
+def sink_conflict(spec: PipelineSpec, spec_path: Path, settings: Settings,
+                  sinks: dict[str, list[tuple[str, Path]]]) -> str | None:
+    """Why the next run of ``spec`` would be refused over its sink table, known without a JVM; None if it
+    would not. The table records the pipeline that writes it (its Delta log's ``sluice.pipeline``): another
+    name there is the run's own refusal (a copied spec, a renamed pipeline). A table that does not exist yet,
+    shared with another spec of the folder (``sinks``: :func:`sinks_of`): whichever runs first takes it, and
+    the other is refused."""
+    from sluice.storage.delta_log import foreign_table_refusal, table_owner
+
+    table = spec.sink_path(settings)
+    owner = table_owner(table)
+    if owner and owner != spec.name:
+        return (foreign_table_refusal(table, owner, spec.name).removesuffix(".")
+                + f" (or, if {spec.name} is {owner} renamed, keep the name {owner})")
+    if owner:
+        return None
+    here = Path(spec_path).resolve()
+    sharing = [f"{name} ({display_path(path)})" for name, path in sinks.get(table, [])
+               if name != spec.name and path.resolve() != here]
+    if sharing:
+        return (f"sink.path: the table {table} is also the sink of {', '.join(sharing)}: the first of them to run "
+                "would own it and every other one's runs would be refused. Give each pipeline its own sink.path")
+    return None

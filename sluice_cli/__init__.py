@@ -1,0 +1,1 @@
+"""The ``sluice`` command line: the top floor, over the launcher and the Airflow plugin."""

@@ -1,0 +1,1 @@
+"""One micro-batch: the transform, then bad records, schema drift, expectations and the writes."""

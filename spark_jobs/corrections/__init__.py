@@ -1,0 +1,1 @@
+"""Corrections: backfills of a slice, and the rebuilds that carry an upstream change down a chain."""

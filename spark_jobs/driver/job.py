@@ -1,0 +1,195 @@
+"""The driver shell of every sluice spark-submit: read the request, run the job's body, write the summary.
+
+    spark-submit ... spark_jobs/run_pipeline.py --request REQUEST.json     (a run: spark_jobs.run.runner)
+    spark-submit ... spark_jobs/maintain.py --request REQUEST.json         (maintenance: spark_jobs.run.maintenance)
+
+The request file is a :class:`sluice.contract.JobRequest` written by the launcher (``sluice run``, the
+Airflow task). The JSON summary is the LAST line of stdout, and is written to the request's ``summary_file``,
+which is how the launcher reads it back. Exit code 0 = succeeded, 1 = the job failed, 2 = a bad request or spec.
+
+:class:`JobRecord` is the one place a job's summary gets its common keys, the pipeline's driver lock, its
+timestamps and status, and its ledger row: runs and maintenance are two bodies inside it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from sluice.contract import JobRequest, MaintenanceSummary, RunSummary, Summary, iso
+from sluice.operations.ledger import append_run
+from sluice.settings import Settings, load_settings
+from sluice.spec import PipelineSpec, SpecError, load_spec
+from sluice.storage.lock import PipelineBusy, driver_lock
+from spark_jobs.driver.errors import describe_error
+
+
+class JobFailed(RuntimeError):
+    """The job failed; ``summary`` holds what was known, with ``status: failed`` and the ``error``."""
+
+    def __init__(self, summary: Summary):
+        self.summary = summary
+        super().__init__(summary.error)
+
+
+class JobRecord:
+    """The common part of one job's summary, and what surrounds its body::
+
+        record = JobRecord(spec, settings, job, sink=..., **the job's own keys)
+        record.run(body)        # under the driver lock (not for a dry run); a refusal becomes the error
+        summary = record.close(RunFailed)   # ended_at, duration, status, the ledger row; raises on error
+
+    ``record.summary`` is the job's :class:`~sluice.contract.RunSummary` (or ``MaintenanceSummary``), which
+    the body fills; its keys keep the order in which they were first set.
+    """
+
+    def __init__(self, spec: PipelineSpec, settings: Settings, job: JobRequest, **fields: Any) -> None:
+        self.spec, self.settings, self.job = spec, settings, job
+        self.started = time.time()
+        model = RunSummary if job.kind == "run" else MaintenanceSummary
+        self.summary: Summary = model(
+            pipeline=spec.name,
+            run_id=job.run_id,
+            mode=job.mode,
+            **({"trigger": job.trigger} if job.kind == "run" else {}),
+            dry_run=job.dry_run,
+            status="running",
+            started_at=iso(self.started),
+            **fields,
+            airflow=job.airflow,
+            refused=False,
+            error=None,
+            phases_s={},
+        )
+
+    def run(self, body: Callable[[], None], refusals: tuple[type[BaseException], ...] = ()) -> None:
+        """Run ``body`` holding the pipeline's driver lock (a dry run takes none). The lock held by another
+        job, or one of ``refusals`` raised by the body, becomes the summary's error (``refused: ...``)."""
+        lock = None
+        try:
+            if not self.job.dry_run:
+                lock = driver_lock(self.settings.checkpoint_root, self.spec.name, self.job.holder(),
+                                   lease_seconds=self.settings.lock_lease_seconds).acquire()
+            body()
+        except (PipelineBusy, *refusals) as refused:
+            self.summary.error, self.summary.refused = f"refused: {refused}", True
+        except Exception as err:  # noqa: BLE001 - the summary is written all the same, with what failed
+            # an error the body did not report itself, or one met while reporting an earlier one (an object
+            # store that stopped answering fails the commit, then the reading of the table's version): the
+            # first error is the cause, and stays the summary's
+            traceback.print_exc()  # the whole story for whoever reads the Spark output
+            if self.summary.error is None:
+                self.summary.error = describe_error(err)
+        finally:
+            if lock is not None:
+                lock.release()
+
+    def close(self, failed: type[JobFailed] = JobFailed) -> Summary:
+        """End the summary, append it to the ledger; raise ``failed`` carrying it if the job failed."""
+        summary = self.summary
+        ended = time.time()
+        summary.ended_at = iso(ended)
+        summary.duration_s = round(ended - self.started, 3)
+        summary.status = "failed" if summary.error else "succeeded"
+        if self.job.write_ledger:
+            mark = time.monotonic()
+            ledger = self.settings.ledger_path
+            try:
+                append_run(str(ledger), summary)
+                summary.ledger = str(ledger)
+                summary.note_phase("ledger", time.monotonic() - mark)
+            except Exception as err:  # noqa: BLE001 - the job's outcome stands; say the ledger row is missing
+                summary.ledger_error = f"could not append to the run ledger {ledger}: {describe_error(err)}"
+        if summary.error:
+            raise failed(summary)
+        return summary
+
+
+Body = Callable[[Any, PipelineSpec, Settings, JobRequest], Summary]
+
+
+def main(argv: list[str], body: Body, *, what: str = "run") -> int:
+    """The driver: read the request, start the session, run ``body``, write and print the summary."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--request", required=True, type=Path, help="the job's request file (JSON)")
+    args = parser.parse_args(argv)
+    try:
+        job = JobRequest.read(args.request)
+    except (OSError, ValueError) as err:
+        print(f"sluice: cannot read the job request {args.request}: {err}", file=sys.stderr)
+        return 2
+    try:
+        spec = load_spec(job.spec_path)
+    except SpecError as err:
+        print(f"sluice: invalid spec\n{err}", file=sys.stderr)
+        return 2
+
+    from spark_jobs.driver.session import (
+        get_session,  # after the spec is valid: a bad spec fails without a JVM
+    )
+
+    watch_launcher()
+    mark = time.monotonic()
+    spark = get_session(app_name=f"sluice-{'maintain-' if job.kind == 'maintain' else ''}{spec.name}")
+    spark.sparkContext.setLogLevel("WARN")
+    session_s = round(time.monotonic() - mark, 3)
+    code = 0
+    try:
+        summary = body(spark, spec, load_settings(), job)
+    except JobFailed as failed:
+        summary, code = failed.summary, 1
+        print(f"sluice: {what} of {spec.name} failed: {summary.error}", file=sys.stderr)
+    finally:
+        spark.stop()
+    # the JVM and SparkSession start, before the job began (not in duration_s)
+    summary.note_phase("session", session_s)
+    text = json.dumps(summary.to_json())
+    if job.summary_file:
+        Path(job.summary_file).parent.mkdir(parents=True, exist_ok=True)
+        Path(job.summary_file).write_text(text, encoding="utf-8")
+    print(text, flush=True)
+    return code
+
+
+def watch_launcher() -> None:
+    """End this job when the process that launched it (``sluice run``, the Airflow task) is gone.
+
+    Killing the launcher (kill -9 of the Airflow task, a worker lost) does not kill spark-submit: the run
+    would go on writing beside the retry. The launcher passes its pid and start time; if that process
+    disappears, this driver kills its JVM (its parent, spark-submit) and itself.
+    """
+    from sluice.process import LAUNCHER_ENV, launcher_alive
+
+    value = os.environ.get(LAUNCHER_ENV)
+    if not value:
+        return
+
+    def watch() -> None:
+        while launcher_alive(value):
+            time.sleep(1)
+        print(f"sluice: the launcher of this run ({value}) is gone: stopping the run", file=sys.stderr, flush=True)
+        os.kill(os.getppid(), signal.SIGKILL)
+        os._exit(137)
+
+    threading.Thread(target=watch, name="sluice-launcher-watch", daemon=True).start()
+
+
+def prefer_installed_pyspark(path: list[str] = sys.path) -> None:
+    """Import pyspark and py4j from the installed packages, not from the zips spark-submit puts first on
+    ``sys.path``, when those zips are the installed pyspark's own copies (the same code): a package imports
+    its byte-compiled modules, a zip is compiled from source at every start (~0.4 s of each run)."""
+    own = [entry for entry in path if Path(entry).parent.parent.parent.name == "pyspark"
+           and Path(entry).parent.parent.name == "python" and Path(entry).suffix == ".zip"
+           and (Path(entry).parent.parent.parent.parent / "pyspark" / "__init__.py").is_file()]
+    installed = {str(Path(entry).parent.parent.parent.parent) for entry in own}
+    if own and any(entry in installed for entry in path):
+        path[:] = [entry for entry in path if entry not in own] + own
