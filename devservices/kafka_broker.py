@@ -18,7 +18,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from devservices.readiness import log_tail, wait_until
+from devservices.readiness import launch_server
 from sluice.process import ServerState, stop_process
 
 
@@ -61,14 +61,12 @@ def port_open(port: int, host: str = "127.0.0.1") -> bool:
 
 @dataclass
 class Broker(ServerState):
-    """A broker's folder, ports and process. ``state.json`` in the folder remembers a running one."""
+    """A broker's ports (its folder and process: :class:`ServerState`)."""
 
-    home: Path
     port: int
     controller_port: int
     sasl_port: int | None = None
     sasl_users: dict[str, str] = field(default_factory=dict)
-    pid: int | None = None
 
     @property
     def bootstrap_servers(self) -> str:
@@ -181,27 +179,10 @@ def restart_broker(broker: Broker, jars_dir: Path, timeout: float = 90.0) -> Bro
 
 def _launch(broker: Broker, jars_dir: Path, timeout: float) -> Broker:
     home = broker.home
-    with (home / "stdout.log").open("ab") as out:
-        process = subprocess.Popen(
-            _java_command(jars_dir, "kafka.Kafka", str(home / "server.properties"), log4j=home / "log4j2.properties"),
-            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-        )
-    broker.pid = process.pid
-    broker.save()
-
-    def serves_metadata() -> bool:
-        if process.poll() is not None:  # waiting longer cannot help
-            raise BrokerError(f"the Kafka broker at {broker.bootstrap_servers} exited with code "
-                              f"{process.returncode}{log_tail(home / 'server.log')}")
-        return _serves_metadata(broker.bootstrap_servers)
-
-    try:
-        wait_until(f"the Kafka broker at {broker.bootstrap_servers} to serve metadata", serves_metadata, timeout,
-                   home / "server.log", every=0.5, error=BrokerError)
-    except BrokerError:
-        stop_broker(broker)
-        raise
-    return broker
+    command = _java_command(jars_dir, "kafka.Kafka", str(home / "server.properties"), log4j=home / "log4j2.properties")
+    return launch_server(broker, command, f"the Kafka broker at {broker.bootstrap_servers}", "serve metadata",
+                         lambda: _serves_metadata(broker.bootstrap_servers), timeout, home / "server.log",
+                         output=home / "stdout.log", error=BrokerError, stop=stop_broker)
 
 
 def _serves_metadata(bootstrap: str) -> bool:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import subprocess
 import time
 import urllib.error
 import urllib.request
@@ -61,6 +62,32 @@ def wait_until(what: str, probe: Callable[[], T | None], timeout: float, log_pat
         if left <= 0:
             raise error(f"timed out after {timeout:.0f} s waiting for {what}{log_tail(log_path)}")
         time.sleep(min(every, left))
+
+
+def launch_server(server, command: list[str], what: str, until: str, ready: Callable[[], bool], timeout: float,
+                 log: Path, *, error: type[Exception], stop: Callable[[Any], None], output: Path | None = None,
+                 cwd: Path | None = None):
+    """Start a local server's ``command`` in a session of its own (its output appended to ``output``, by
+    default ``log``), remember its pid in ``server`` (a :class:`sluice.process.ServerState`), and wait until
+    ``ready()`` says it does ``until`` ("answer"). Its process exiting ends the wait at once; the exit or the
+    deadline raise ``error`` naming ``what`` with the end of ``log``, after ``stop(server)``."""
+    with (output or log).open("ab") as out:
+        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                   cwd=cwd, start_new_session=True)
+    server.pid = process.pid
+    server.save()
+
+    def serves() -> bool:
+        if process.poll() is not None:  # waiting longer cannot help
+            raise error(f"{what} exited with code {process.returncode}{log_tail(log)}")
+        return ready()
+
+    try:
+        wait_until(f"{what} to {until}", serves, timeout, log, every=0.5, error=error)
+    except error:
+        stop(server)
+        raise
+    return server
 
 
 def http_answer(url: str | urllib.request.Request, timeout: float = 5, not_yet_codes: tuple[int, ...] = ()

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from devservices.build_cache import CachedFile, cache_root
 from devservices.kafka_broker import free_port, port_open
-from devservices.readiness import log_tail, wait_until
+from devservices.readiness import launch_server, wait_until
 from sluice.process import ServerState, stop_process
 
 SEAWEEDFS_MODULE = "github.com/seaweedfs/seaweedfs"
@@ -73,15 +73,13 @@ def built(var_dir: Path) -> bool:
 
 @dataclass
 class S3Server(ServerState):
-    """A store's folder, ports, credentials and process. ``state.json`` remembers a running one."""
+    """A store's ports and credentials (its folder and process: :class:`ServerState`)."""
 
-    home: Path
     port: int
     master_port: int
     volume_port: int
     filer_port: int
     grpc_ports: dict[str, int] = field(default_factory=dict)
-    pid: int | None = None
 
     @property
     def endpoint(self) -> str:
@@ -199,26 +197,9 @@ def start_server(home: Path, var_dir: Path, *, port: int = 8333, timeout: float 
         "-s3", f"-s3.port={server.port}", f"-s3.port.grpc={server.grpc_ports['s3']}", f"-s3.config={config / 's3.json'}",
         "-s3.port.iceberg=0", "-s3.port.lance=0",
     ]
-    log = home / "server.log"
-    with log.open("ab") as out:
-        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                   cwd=home, start_new_session=True)
-    server.pid = process.pid
-    server.save()
-
-    def answers() -> bool:
-        if process.poll() is not None:  # waiting longer cannot help
-            raise S3ServerError(f"the S3 server at {server.endpoint} exited with code {process.returncode}"
-                                f"{log_tail(log)}")
-        return port_open(server.port) and _lists_buckets(server) and _volumes_known(server)
-
-    try:
-        wait_until(f"the S3 server at {server.endpoint} to answer", answers, timeout, log, every=0.5,
-                   error=S3ServerError)
-    except S3ServerError:
-        stop_server(server)
-        raise
-    return server
+    return launch_server(server, command, f"the S3 server at {server.endpoint}", "answer",
+                         lambda: port_open(server.port) and _lists_buckets(server) and _volumes_known(server),
+                         timeout, home / "server.log", cwd=home, error=S3ServerError, stop=stop_server)
 
 
 def _with_ports(home: Path, port: int, previous: S3Server | None) -> S3Server:
@@ -279,8 +260,6 @@ def create_bucket(server: S3Server, bucket: str, timeout: float = 90.0) -> bool:
     grows a new bucket's first volume when the first object arrives, and answers "internal error" (volume
     growth in progress) until it has (seconds on a busy machine, longer just after a restart)."""
     from pyarrow import fs as pafs
-
-    from devservices.readiness import wait_until
 
     store = filesystem(server)
     if store.get_file_info(bucket).type != pafs.FileType.NotFound:

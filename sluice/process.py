@@ -151,12 +151,13 @@ def _reap(pid: int | None) -> None:
         pass
 
 
+@dataclasses.dataclass
 class ServerState:
-    """What a dataclass of a local server with ``home`` and ``pid`` fields gets: ``home/state.json``
+    """A local server's folder and process, the base of its dataclass (which adds the ports): ``home/state.json``
     remembers it (ports, pid) between commands, :meth:`running` says whether it still runs."""
 
     home: Path
-    pid: int | None
+    pid: int | None = dataclasses.field(default=None, kw_only=True)
 
     def running(self) -> bool:
         return alive(self.pid)

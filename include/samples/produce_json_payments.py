@@ -6,28 +6,22 @@ include/samples/payments_kafka.yaml (docs/schema-inference.md, "Kafka json value
 
 from __future__ import annotations
 
-import argparse
 import json
 
-from confluent_kafka import Producer
+from sample_producer import deliver, sample_args
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--bootstrap", default="127.0.0.1:9092")
-    parser.add_argument("--topic", default="payments")
-    parser.add_argument("--count", type=int, default=3)
-    parser.add_argument("--first-id", type=int, default=1)
-    args = parser.parse_args()
+    args = sample_args(__doc__, topic="payments", count=3, first_id=1)
 
-    producer = Producer({"bootstrap.servers": args.bootstrap})
-    for n in range(args.first_id, args.first_id + args.count):
-        value = {"id": n, "amount": round(n * 9.99, 2), "paid_at": f"2026-11-{n % 28 + 1:02d} 10:00:00",
-                 "method": "card" if n % 2 else "cash"}
-        producer.produce(args.topic, key=str(n), value=json.dumps(value))
-    producer.produce(args.topic, key="bad", value="{not json")  # a bad record: quarantined, not inferred from
-    if producer.flush(30) != 0:
-        raise SystemExit(f"could not deliver every record to {args.bootstrap}")
+    def records():
+        for n in range(args.first_id, args.first_id + args.count):
+            value = {"id": n, "amount": round(n * 9.99, 2), "paid_at": f"2026-11-{n % 28 + 1:02d} 10:00:00",
+                     "method": "card" if n % 2 else "cash"}
+            yield str(n), json.dumps(value)
+        yield "bad", "{not json"  # a bad record: quarantined, not inferred from
+
+    deliver(args, records())
     print(f"produced {args.count} payment(s) and 1 bad value to {args.topic}")
 
 

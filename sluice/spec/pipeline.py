@@ -93,16 +93,13 @@ class PipelineSpec(_Model):
         # builds every pipeline's DAG, hiding all of them.
         if value is None or isinstance(value, AssetSchedule) or value in SCHEDULE_PRESETS:
             return value
-        from croniter import (
-            croniter,  # Airflow's own cron parser, a dependency of Airflow
-        )
+        # croniter: Airflow's own cron parser, a dependency of Airflow
+        from croniter import croniter
 
-        if not croniter.is_valid(value):
-            raise ValueError(
-                f"{value!r} is neither a cron expression ('0 * * * *') nor one of {', '.join(SCHEDULE_PRESETS)}; "
-                "use null for manual runs only"
-            )
-        return value
+        if croniter.is_valid(value):
+            return value
+        raise ValueError(f"{value!r} is neither a cron expression ('0 * * * *') nor one of "
+                         f"{', '.join(SCHEDULE_PRESETS)}; use null for manual runs only")
 
     @model_validator(mode="after")
     def _quality_fields(self) -> PipelineSpec:

@@ -5,7 +5,10 @@ service and the end of its log."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import os
+import signal
 import socket
 import struct
 import threading
@@ -16,8 +19,15 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 import pytest
 
 from devservices.kafka_broker import free_port
-from devservices.readiness import NotReady, http_answer, http_json, wait_until
+from devservices.readiness import (
+    NotReady,
+    http_answer,
+    http_json,
+    launch_server,
+    wait_until,
+)
 from devservices.stack import Ports, Stack, StackError
+from sluice.process import ServerState, alive
 from sluice.settings import load_settings
 
 WORKERS = {"workers": [{"id": "worker-1", "state": "ALIVE"}]}
@@ -172,3 +182,42 @@ def test_a_4xx_or_a_failing_probe_fails_at_once_not_at_the_deadline():
     finally:
         server.shutdown()
         server.server_close()
+
+
+@dataclasses.dataclass
+class _Server(ServerState):
+    stopped: list[int] = dataclasses.field(default_factory=list)
+
+    def stop(self) -> None:
+        self.stopped.append(self.pid)
+
+
+def test_a_server_that_exits_while_starting_fails_at_once_with_its_log_and_is_stopped(tmp_path):
+    server = _Server(tmp_path)
+    log = tmp_path / "server.log"
+    command = ["bash", "-c", "echo 'address already in use: 9092' >&2; exit 3"]
+    began = time.monotonic()
+    with pytest.raises(NotReady) as caught:
+        launch_server(server, command, "the test server", "answer", lambda: False, 120, log, error=NotReady,
+                      stop=_Server.stop)
+    assert time.monotonic() - began < 60  # not at the 120 s deadline: its process exited
+    assert str(caught.value).startswith("the test server exited with code 3")
+    assert "address already in use: 9092" in str(caught.value)  # the end of its log, which got its output
+    assert server.stopped == [server.pid] and server.pid is not None
+    assert (tmp_path / "state.json").is_file()  # its pid was remembered before the wait
+
+
+def test_a_server_that_comes_up_is_returned_running_with_its_pid_saved(tmp_path):
+    server = _Server(tmp_path)
+    marker = tmp_path / "up"
+    command = ["bash", "-c", f"sleep 1; touch {marker}; exec sleep 60"]
+    try:
+        got = launch_server(server, command, "the test server", "answer", marker.exists, 120,
+                            tmp_path / "server.log", output=tmp_path / "stdout.log", error=NotReady,
+                            stop=_Server.stop)
+        assert got is server and alive(server.pid) and server.stopped == []
+        assert json.loads((tmp_path / "state.json").read_text())["pid"] == server.pid
+        assert _Server.load(tmp_path).pid == server.pid
+    finally:
+        if server.pid:
+            os.killpg(server.pid, signal.SIGKILL)
