@@ -23,7 +23,7 @@ help:
 	@echo "make bench   sluice vs plain Spark, same machine, same run: bench/results/bench.{md,json,png}"
 	@echo "make docs    regenerate docs/spec.md (the spec reference) from the models' field docstrings"
 	@echo "make install the virtualenv (.venv), the jars (var/jars) and the Airflow DB (var/airflow)"
-	@echo "make airflow-standalone   the Airflow UI on http://127.0.0.1:8080 (SQLite, low parallelism)"
+	@echo "make airflow-standalone   the Airflow UI on http://127.0.0.1:8080 (SQLite; the sluice pool admits the spark-submits)"
 	@echo "make kafka-up / kafka-down  a local Kafka broker (KRaft) on 127.0.0.1:9092 (SLUICE_KAFKA_PORT)"
 	@echo "make s3-up / s3-down  a local S3 server (SeaweedFS) on 127.0.0.1:8333 (SLUICE_S3_PORT); its credentials: sluice s3 env"
 	@echo "make chaos   kill runs at random moments (50 rounds per pipeline): 0 lost, 0 duplicated, or exit 1"

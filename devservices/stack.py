@@ -79,7 +79,6 @@ def stack_env(settings: Settings, ports: Ports | None = None) -> dict[str, str]:
         "SLUICE_AIRFLOW_HOME": str(home / "airflow"),
         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"postgresql+psycopg2://airflow:airflow@127.0.0.1:{ports.postgres}/airflow",
         "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
-        "AIRFLOW__CORE__PARALLELISM": "2",
         "AIRFLOW__API__PORT": str(ports.api),
         "AIRFLOW__API__HOST": "127.0.0.1",
         "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{ports.api}/execution/",
@@ -94,6 +93,9 @@ def stack_env(settings: Settings, ports: Ports | None = None) -> dict[str, str]:
             {"conn_type": "spark", "host": "spark://127.0.0.1", "port": ports.spark_master}),
         "SPARK_LOCAL_IP": "127.0.0.1",
     })
+    # two spark-submits at once (the Spark worker's cores), unless told: the sluice pool's slots, not a cap on
+    # Airflow's parallelism
+    env.setdefault("SLUICE_POOL_SLOTS", "2")
     # the sample DAGs run on their schedules once the stack is up (set it to True to unpause them yourself)
     env.setdefault("AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION", "False")
     return env
@@ -241,7 +243,7 @@ class Stack:
         spark_class = shutil.which("spark-class", path=str(Path(sys.executable).parent)) or str(
             Path(__import__("pyspark").__file__).parent / "bin" / "spark-class")
         env = {**self.env, "SPARK_LOG_DIR": str(self.logs), "SPARK_WORKER_DIR": str(self.home / "spark-work"),
-               # an application takes one core unless it asks for more: with Airflow's parallelism of 2, two
+               # an application takes one core unless it asks for more: with the sluice pool's 2 slots, two
                # pipelines run side by side instead of the second waiting for the first's executors
                # https://spark.apache.org/docs/latest/spark-standalone.html#resource-scheduling
                "SPARK_MASTER_OPTS": "-Dspark.deploy.defaultCores=1"}
@@ -270,9 +272,11 @@ class Stack:
         passwords = home / "passwords.json"
         if not passwords.exists():
             passwords.write_text(json.dumps({"admin": "admin"}), encoding="utf-8")
-        migrate = subprocess.run([airflow, "db", "migrate"], env=self.env, capture_output=True, text=True)
+        # `sluice airflow db migrate`: the migration, then the sluice pool (created once, kept after)
+        migrate = subprocess.run([str(Path(sys.executable).parent / "sluice"), "airflow", "db", "migrate"],
+                                 env=self.env, capture_output=True, text=True)
         if migrate.returncode != 0:
-            raise StackError(f"airflow db migrate failed: {migrate.stderr[-2000:]}")
+            raise StackError(f"sluice airflow db migrate failed: {migrate.stderr[-2000:]}")
         self._spawn("airflow-api-server", [airflow, "api-server", "--port", str(self.ports.api)])
         self._spawn("airflow-scheduler", [airflow, "scheduler"])
         self._spawn("airflow-dag-processor", [airflow, "dag-processor"])

@@ -34,6 +34,9 @@ env                        meaning                                     default
 ``SLUICE_LOCK_LEASE_SECONDS`` the lease of a lock in an object store  ``60``
 ``SLUICE_AWS_CONN_ID``     an Airflow ``aws`` connection for object    none: the AWS variables
                            storage (tasks)
+``SLUICE_AIRFLOW_POOL``    the Airflow pool every sluice task takes a  ``sluice``
+                           slot of (its spark-submit's admission)
+``SLUICE_POOL_SLOTS``      that pool's slots when sluice creates it    one per 2.5 GiB of the machine's memory
 =========================  ==========================================  =====================================
 
 This is the one place a ``SLUICE_*`` variable is read (a test holds it): the rest of sluice is handed the
@@ -44,6 +47,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
@@ -107,6 +111,12 @@ class Settings(BaseModel):
     """The Airflow connection freshness alerts go to when a spec's ``freshness.notify`` names none."""
     freshness_schedule: str | None = "*/15 * * * *"
     """The schedule of the ``sluice_freshness`` DAG; None: manual runs only."""
+    airflow_pool: str = "sluice"
+    """The Airflow pool every sluice task (a run's or a maintenance's spark-submit) takes a slot of: how many
+    drivers one deployment starts at once is Airflow's admission control, not its global parallelism."""
+    pool_slots: int = 4
+    """The pool's slots when sluice creates it (``sluice airflow db migrate``, ``sluice airflow standalone``,
+    ``make stack``); a pool that exists keeps the slots an operator gave it."""
     lock_lease_seconds: float = 60.0
     """On object storage, the pipeline lock is a lease its holder renews (:class:`sluice.storage.lock.LeaseLock`): a holder that
     died blocks the next run at most this long."""
@@ -189,7 +199,43 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         aws_conn_id=env.get("SLUICE_AWS_CONN_ID") or None,
         alert_conn_id=env.get("SLUICE_ALERT_CONN_ID") or None,
         freshness_schedule=None if freshness.lower() in ("", "none") else freshness,
+        airflow_pool=pool_name(env.get("SLUICE_AIRFLOW_POOL")),
+        pool_slots=pool_slots(env.get("SLUICE_POOL_SLOTS")),
     )
+
+
+DRIVER_MEMORY_GIB = 2.5
+"""What one driver takes of the worker's memory: spark.driver.memory (2g, sluice.spark_conf) and the JVM's own."""
+
+
+def pool_name(value: str | None) -> str:
+    """``SLUICE_AIRFLOW_POOL`` read: unset or empty is ``sluice``; a name Airflow takes (letters, digits, ``_.-``)."""
+    name = (value or "sluice").strip()
+    if not re.fullmatch(r"[A-Za-z0-9_.-]{1,256}", name):
+        raise ValueError(f"SLUICE_AIRFLOW_POOL={value!r} is not a pool name: use letters, digits, '_', '.' or '-' "
+                         "(e.g. SLUICE_AIRFLOW_POOL=sluice), or unset it")
+    return name
+
+
+def pool_slots(value: str | None, memory_bytes: int | None = None) -> int:
+    """``SLUICE_POOL_SLOTS`` read: a whole number of slots >= 1; unset or empty: one per
+    :data:`DRIVER_MEMORY_GIB` of this machine's memory (at least 1), the drivers it can hold at once."""
+    if not (value or "").strip():
+        if memory_bytes is None:
+            try:
+                memory_bytes = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+            except (ValueError, OSError, AttributeError):
+                return 4
+        return max(1, int(memory_bytes / 2**30 // DRIVER_MEMORY_GIB))
+    try:
+        slots = int(value.strip())
+    except ValueError:
+        slots = 0
+    if slots < 1:
+        raise ValueError(f"SLUICE_POOL_SLOTS={value!r} is not a number of slots: give a whole number >= 1, the "
+                         "spark-submits one worker runs at once (e.g. SLUICE_POOL_SLOTS=4), or unset it to size "
+                         "it from the machine's memory")
+    return slots
 
 
 JIT_CHOICES = ("full", "quick")

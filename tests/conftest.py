@@ -30,6 +30,9 @@ os.environ.setdefault("SLUICE_DRIVER_JIT", "quick")
 # on, and compares their tables with a run of the same pipelines here.
 SUITE_SPARK_CONF = {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
 os.environ.setdefault("SLUICE_SPARK_CONF", json.dumps(SUITE_SPARK_CONF))
+# The sluice pool of the suite's Airflow DBs (created when `sluice airflow db migrate` makes the template): two
+# spark-submits at once on the two-core machine, whatever its memory would allow (tests/e2e/test_airflow_pool.py)
+os.environ.setdefault("SLUICE_POOL_SLOTS", "2")
 # Spark's scratch folders (the jars it copies per driver, ~35 MB, shuffle blocks) in one folder of the run's own,
 # deleted at its end: a driver the tests kill on purpose cannot clean up after itself, and /tmp is shared.
 _SPARK_SCRATCH = Path(tempfile.mkdtemp(prefix="sluice-test-spark-"))

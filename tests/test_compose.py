@@ -210,3 +210,16 @@ def test_the_kafka_service_runs_the_projects_kafka_version_in_kraft_mode(compose
     e = env(kafka)
     assert e["KAFKA_PROCESS_ROLES"] == "broker,controller" and "ZOOKEEPER" not in " ".join(e)
     assert e["KAFKA_AUTO_CREATE_TOPICS_ENABLE"] == "false"
+
+
+def test_spark_submits_are_admitted_by_the_sluice_pool_not_by_a_global_parallelism(compose):
+    # every Airflow service keeps Airflow's own parallelism; airflow-init creates the pool (once: a resized
+    # pool keeps its slots) with the slots every service is told, and the DAGs put each task in it
+    services = compose["services"]
+    airflow = [s for name, s in services.items() if name.startswith("airflow")]
+    assert airflow and not any("AIRFLOW__CORE__PARALLELISM" in env(s) for s in airflow)
+    assert {env(s)["SLUICE_POOL_SLOTS"] for s in airflow} == {"${SLUICE_POOL_SLOTS:-4}"}
+    script = services["airflow-init"]["command"][-1]
+    created = re.search(r'airflow pools get "\$\$\{SLUICE_AIRFLOW_POOL:-sluice\}" > /dev/null 2>&1 \|\| '
+                        r'airflow pools set "\$\$\{SLUICE_AIRFLOW_POOL:-sluice\}" "\$\$\{SLUICE_POOL_SLOTS\}" ', script)
+    assert created and script.index("airflow db migrate") < created.start()

@@ -37,7 +37,9 @@ def table_asset(spec: PipelineSpec, settings: Settings | None = None) -> Asset:
     return Asset(name=f"sluice.{spec.name}", uri=f"sluice://{spec.name}", extra={"pipeline": spec.name, "table": table})
 
 
-def build_dag(spec_path: Path, spec: PipelineSpec, specs_by_name: dict[str, PipelineSpec] | None = None) -> DAG:
+def build_dag(spec_path: Path, spec: PipelineSpec, specs_by_name: dict[str, PipelineSpec] | None = None,
+              settings: Settings | None = None) -> DAG:
+    settings = settings or load_settings()
     doc = spec.description or f"sluice pipeline `{spec.name}`"
     source = spec.source
     if isinstance(source, KafkaSource):
@@ -54,8 +56,8 @@ def build_dag(spec_path: Path, spec: PipelineSpec, specs_by_name: dict[str, Pipe
     if isinstance(schedule, AssetSchedule):
         # runs when each upstream pipeline's table was updated: a run that wrote nothing emits no event
         known = specs_by_name or {}
-        schedule = [table_asset(known.get(name) or PipelineCatalog(load_settings().pipelines_dir).upstream(name, spec.name))
-                    for name in schedule.pipelines]
+        schedule = [table_asset(known.get(name) or PipelineCatalog(settings.pipelines_dir).upstream(name, spec.name),
+                                settings) for name in schedule.pipelines]
         doc += f"\n* runs when these tables were updated: {', '.join(spec.schedule.pipelines)}"
     elif isinstance(schedule, str) and spec.backfill is not None and schedule not in ("@once", "@continuous"):
         # a backfill run rebuilds its data interval: a cron string gives runs whose interval is empty
@@ -73,7 +75,9 @@ def build_dag(spec_path: Path, spec: PipelineSpec, specs_by_name: dict[str, Pipe
         default_args={"retries": spec.retries, "retry_delay": timedelta(seconds=spec.retry_delay_seconds)},
         params=run_params(spec),
     ) as dag:
-        SluicePipelineOperator(task_id="ingest", spec_path=str(spec_path), outlets=[table_asset(spec)])
+        # a slot of the sluice pool per spark-submit: Airflow's admission control, by the spec's priority
+        SluicePipelineOperator(task_id="ingest", spec_path=str(spec_path), outlets=[table_asset(spec, settings)],
+                               pool=settings.airflow_pool, priority_weight=spec.priority, weight_rule="absolute")
     return dag
 
 
@@ -147,9 +151,11 @@ def maintenance_dag(folder: Path | None = None, schedule: str | None = "@daily")
             "OPTIMIZE" + (f" ZORDER BY {', '.join(kept.zorder_by)}" if kept.zorder_by else "") if kept.optimize else None,
             f"VACUUM RETAIN {kept.vacuum_retention_hours} HOURS" if kept.vacuum else None]))
 
+    pool = load_settings().airflow_pool  # each task is a spark-submit: a slot of the sluice pool, as a run's
     return _lake_dag(
         MAINTENANCE_DAG_ID, folder, schedule, wants=lambda spec: spec.maintenance.enabled, line=line,
-        task=lambda path, spec: SluiceMaintenanceOperator(task_id=f"maintain_{spec.name}", spec_path=str(path)),
+        task=lambda path, spec: SluiceMaintenanceOperator(task_id=f"maintain_{spec.name}", spec_path=str(path),
+                                                          pool=pool),
         about="sluice maintenance: compacts the small files one-shot runs leave (OPTIMIZE) and deletes files "
               "no version within the retention needs (VACUUM, never below Delta's 168 h unless a spec forces "
               "it). Each task's XCom is its summary (files compacted, bytes removed); the ledger has a row "
@@ -179,9 +185,10 @@ def freshness_dag(folder: Path | None = None, schedule: str | None = "*/15 * * *
 def pipeline_dags(folder: Path | None = None) -> dict[str, DAG]:
     """The DAGs of every valid spec in the pipelines folder, by dag_id. Invalid specs are left out here
     and reported by :func:`raise_spec_errors` from a DAG file of their own."""
-    specs = PipelineCatalog.load(folder or load_settings().pipelines_dir).specs
+    settings = load_settings()
+    specs = PipelineCatalog.load(folder or settings.pipelines_dir).specs
     by_name = {spec.name: spec for spec in specs.values()}
-    return {spec.name: build_dag(path, spec, by_name) for path, spec in specs.items()}
+    return {spec.name: build_dag(path, spec, by_name, settings) for path, spec in specs.items()}
 
 
 class InvalidPipelineSpecs(SpecError):

@@ -28,7 +28,6 @@ def project_env(settings: Settings) -> dict[str, str]:
         "AIRFLOW__CORE__PLUGINS_FOLDER": str(settings.home / "plugins"),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "AIRFLOW__CORE__MAX_ACTIVE_TASKS_PER_DAG": "2",
-        "AIRFLOW__CORE__PARALLELISM": "2",
         # the local UI (`airflow standalone`) listens on loopback only
         "AIRFLOW__API__HOST": "127.0.0.1",
         "PATH": bin_dir + os.pathsep + os.environ.get("PATH", ""),

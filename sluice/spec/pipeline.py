@@ -63,6 +63,10 @@ class PipelineSpec(_Model):
     """How often Airflow retries a failed run (safe: a retry resumes from the checkpoint)."""
     retry_delay_seconds: Annotated[int, Field(ge=0)] = 30
     """Seconds Airflow waits before retrying a failed run."""
+    priority: Annotated[int, Field(ge=1, le=1000)] = 1
+    """Which runs start first when more are due than the Airflow pool has slots (``SLUICE_AIRFLOW_POOL``, one
+    slot per spark-submit): a higher number goes first (the task's ``priority_weight``); equal ones in the order
+    Airflow queued them."""
     spark_conf: dict[str, OptionValue] = Field(default_factory=dict)
     """Extra ``--conf`` settings for this pipeline's spark-submit (they override sluice's defaults)."""
     on_bad_records: OnBadRecords = "quarantine"

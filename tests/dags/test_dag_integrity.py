@@ -169,3 +169,19 @@ def test_a_chained_spec_naming_an_unknown_pipeline_is_an_import_error(monkeypatc
     assert sorted(bag.dag_ids) == ["bronze_one", "sluice_freshness", "sluice_maintenance"]
     error = bag.import_errors[str(DAGS / "sluice_spec_errors.py")]
     assert "silver_one.yaml: schedule.asset: names 'bronze_typo', which is not a valid pipeline in" in error
+
+
+def test_every_spark_submit_task_takes_a_slot_of_the_sluice_pool_by_its_spec_priority(monkeypatch, tmp_path):
+    write_spec(tmp_path, orders_spec(name="orders", priority=10))
+    write_spec(tmp_path, orders_spec(name="clicks"))
+    monkeypatch.setenv("SLUICE_AIRFLOW_POOL", "lake_drivers")
+    bag = dag_bag(monkeypatch, tmp_path)
+    assert bag.import_errors == {}
+    ingest = {name: bag.dags[name].get_task("ingest") for name in ("orders", "clicks")}
+    assert {name: (t.pool, t.priority_weight, t.weight_rule) for name, t in ingest.items()} == {
+        "orders": ("lake_drivers", 10, "absolute"), "clicks": ("lake_drivers", 1, "absolute")}
+    maintenance = bag.dags["sluice_maintenance"].tasks
+    assert maintenance and {t.pool for t in maintenance} == {"lake_drivers"}
+    # freshness tasks start no Spark: Airflow's default pool
+    write_spec(tmp_path, orders_spec(name="orders", freshness={"warn_after": "2h"}))
+    assert {t.pool for t in dag_bag(monkeypatch, tmp_path).dags["sluice_freshness"].tasks} == {"default_pool"}

@@ -36,7 +36,7 @@ def airflow_standalone(tmp_path: Path, migrated_db: Path, overrides: dict[str, s
 
     Leaving it is the test of `sluice airflow standalone`'s stop: SIGTERM to it alone, as a service manager sends
     it, must end every process it started (scheduler, API server, triggerer, DAG processor, their workers);
-    whatever is left fails the test that started it (the UI, backfill and corrections tests)."""
+    whatever is left fails the test that started it (the UI, backfill, corrections and pool tests)."""
     port = free_port()
     home = tmp_path / "airflow-home"
     home.mkdir()

@@ -120,6 +120,9 @@ def test_a_pipeline_runs_on_the_standalone_cluster_with_the_same_results_as_loca
     api = wait_for("the stack's Airflow API login", lambda: Api.connect(
         {"AIRFLOW__API__PORT": env["SLUICE_STACK_API_PORT"]}, credentials=("admin", "admin")), 120,
         logs / "airflow-api-server.log")
+    # the spark-submits are admitted by the sluice pool (two at once, the worker's cores), not by a global cap
+    assert api.get("/api/v2/pools/sluice")["slots"] == 2
+    assert "AIRFLOW__CORE__PARALLELISM" not in exported
     # the dag-processor parses the new spec: 404 until then
     wait_for("the DAG st_orders", lambda: api.poll("/api/v2/dags/st_orders", not_yet_codes=(404,)), 300,
              logs / "airflow-dag-processor.log", every=3)
