@@ -35,15 +35,19 @@ def _apply_env(settings: Settings) -> None:
 def cmd_validate(args: argparse.Namespace, settings: Settings) -> int:
     """Each spec (a file or a pipeline name; every spec of the folder by default), and what its next run would
     refuse that is knowable without a JVM: a table another pipeline writes, a sink shared with another spec of
-    the folder, a schema change the table cannot take."""
+    the folder, a schema change the table cannot take; and, for a spec of the pipelines folder, what the
+    folder refuses (a name used twice, a renamed pipeline's old spec left beside it, an unknown upstream)."""
     from sluice.spec.catalog import sink_conflict, sinks_of
 
     sinks = sinks_of(settings.pipelines_dir, settings)
+    in_folder = {Path(err.source).resolve(): err for err in PipelineCatalog.load(settings.pipelines_dir).errors}
     bad = 0
     for arg in args.specs or [str(p) for p in spec_files(settings.pipelines_dir)]:
         try:
             path = resolve_spec_path(arg, settings)
             spec = load_spec(path)
+            if path.resolve() in in_folder:
+                raise in_folder[path.resolve()]
         except SpecError as err:
             bad += 1
             print(f"invalid: {err}", file=sys.stderr)
@@ -98,7 +102,7 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     run_id = "cli__" + datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S") + f"_{os.getpid()}"
     job = JobRequest(spec_path=str(spec_path), run_id=run_id, run=request)
     # a real run holds the pipeline's lock from before spark-submit to its end: a second run is refused at once
-    lock = lock_for(job, spec.name, settings)
+    lock = lock_for(job, spec.identity, settings)
     # kafka_secret_env reads Airflow only for a spec that names a Kafka connection
     return _launch(job, spec, settings, lock, secret_env=kafka_secret_env(spec),
                    airflow_free=not getattr(spec.source, "connection", None))
@@ -117,7 +121,7 @@ def cmd_maintain(args: argparse.Namespace, settings: Settings) -> int:
 
     run_id = "cli_maintain__" + datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S") + f"_{os.getpid()}"
     job = maintain_job(spec_path=str(spec_path), run_id=run_id, dry_run=args.dry_run)
-    lock = lock_for(job, spec.name, settings, wait_seconds=args.wait)
+    lock = lock_for(job, spec.identity, settings, wait_seconds=args.wait)
     return _launch(job, spec, settings, lock)
 
 

@@ -34,7 +34,10 @@ def table_asset(spec: PipelineSpec, settings: Settings | None = None) -> Asset:
     table = path if "://" in path else Path(path).as_uri()
     # The identity is the pipeline, not the table's location: Airflow deactivates an Asset whose name is taken
     # by another URI, so a lake moved to a new root would make the task fail until the old one was orphaned.
-    return Asset(name=f"sluice.{spec.name}", uri=f"sluice://{spec.name}", extra={"pipeline": spec.name, "table": table})
+    # A renamed pipeline keeps its first name's asset (its identity): readers scheduled on it go on, under
+    # either name.
+    return Asset(name=f"sluice.{spec.identity}", uri=f"sluice://{spec.identity}",
+                 extra={"pipeline": spec.name, "table": table})
 
 
 def build_dag(spec_path: Path, spec: PipelineSpec, specs_by_name: dict[str, PipelineSpec] | None = None,
@@ -50,7 +53,7 @@ def build_dag(spec_path: Path, spec: PipelineSpec, specs_by_name: dict[str, Pipe
         where = source.path
     doc += (
         f"\n\n* spec: `{spec_path}`\n* source: {source.format} `{where}`"
-        f"\n* sink: Delta `{spec.sink.path or spec.name}` ({spec.sink.mode})\n* trigger: {spec.trigger}"
+        f"\n* sink: Delta `{spec.sink.path or spec.identity}` ({spec.sink.mode})\n* trigger: {spec.trigger}"
     )
     schedule = spec.schedule
     if isinstance(schedule, AssetSchedule):
@@ -187,7 +190,7 @@ def pipeline_dags(folder: Path | None = None) -> dict[str, DAG]:
     and reported by :func:`raise_spec_errors` from a DAG file of their own."""
     settings = load_settings()
     specs = PipelineCatalog.load(folder or settings.pipelines_dir).specs
-    by_name = {spec.name: spec for spec in specs.values()}
+    by_name = {name: spec for spec in specs.values() for name in spec.names}  # an upstream's earlier names too
     return {spec.name: build_dag(path, spec, by_name, settings) for path, spec in specs.items()}
 
 

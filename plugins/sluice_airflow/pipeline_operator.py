@@ -139,7 +139,7 @@ class SluicePipelineOperator(BaseOperator):
         else:
             job = JobRequest(spec_path=self.spec_path, run_id=run_id, airflow=airflow,
                              run=self._run_request(spec, context))
-        lock = lock_for(job, spec.name, settings, wait_seconds=self.lock_wait_seconds)
+        lock = lock_for(job, spec.identity, settings, wait_seconds=self.lock_wait_seconds)
         with tempfile.TemporaryDirectory(prefix=f"sluice-{'maintain' if self.kind == 'maintain' else 'run'}-") as tmp:
             plan = build_plan(job, spec, settings, workdir=Path(tmp),
                               secret_env=kafka_secret_env(spec) if self.kind == "run" else None)

@@ -35,9 +35,9 @@ def check(spec: PipelineSpec, settings: Settings, now: datetime | None = None, *
         raise ValueError(f"pipeline {spec.name} has no freshness: section")
     now = now or datetime.now(UTC)
     ledger = str(settings.ledger_path)
-    wrote = latest_runs(ledger, spec.name, 1, where=WROTE_ROWS)
-    succeeded = latest_runs(ledger, spec.name, 1, where=SUCCEEDED)
-    last = latest_runs(ledger, spec.name, 1, where=REAL)
+    wrote = latest_runs(ledger, spec.names, 1, where=WROTE_ROWS)
+    succeeded = latest_runs(ledger, spec.names, 1, where=SUCCEEDED)
+    last = latest_runs(ledger, spec.names, 1, where=REAL)
     data_at = _ended(wrote[0]) if wrote else None
     run_at = _ended(succeeded[0]) if succeeded else None
     warn, error = duration_seconds(spec.freshness.warn_after), (

@@ -215,9 +215,10 @@ def append_run(ledger: str, summary: Summary, attempts: int = 5) -> int:
     return version
 
 
-def latest_runs(ledger: str, pipeline: str, limit: int = 10, *, where: str = "") -> list[dict[str, Any]]:
-    """The pipeline's latest runs, newest first (empty if the ledger does not exist yet); ``where``: a
-    condition of sluice's own (never user input) that they must also meet.
+def latest_runs(ledger: str, pipeline: str | list[str], limit: int = 10, *, where: str = "") -> list[dict[str, Any]]:
+    """The pipeline's latest runs, newest first (empty if the ledger does not exist yet); ``pipeline``: its
+    name, or every name it has had (``PipelineSpec.names``: a renamed pipeline's runs under its earlier
+    names too); ``where``: a condition of sluice's own (never user input) that they must also meet.
 
     Read with delta-rs' own query engine: scanning through a pyarrow dataset of the table aborted the
     process at exit now and then ("terminate called without an active exception")."""
@@ -228,13 +229,15 @@ def latest_runs(ledger: str, pipeline: str, limit: int = 10, *, where: str = "")
     ledger, options = delta_rs_location(ledger)
     if not DeltaTable.is_deltatable(ledger, storage_options=options):
         return []
-    if not re.fullmatch(r"[a-z][a-z0-9_]*", pipeline):  # the spec's name pattern: safe inside the SQL below
-        raise ValueError(f"not a pipeline name: {pipeline!r}")
+    names = [pipeline] if isinstance(pipeline, str) else list(pipeline)
+    for name in names:
+        if not re.fullmatch(r"[a-z][a-z0-9_]*", name):  # the spec's name pattern: safe inside the SQL below
+            raise ValueError(f"not a pipeline name: {name!r}")
     table = DeltaTable(ledger, storage_options=options)
     have = {f.name for f in table.schema().fields}
     columns = [f.name for f in arrow_schema() if f.name not in ("summary", "micro_batches") and f.name in have]
     selected = ", ".join(f'"{c}"' for c in columns)
-    condition = f"pipeline = '{pipeline}'" + (f" AND ({where})" if where else "")
+    condition = f"pipeline IN ({', '.join(repr(n) for n in names)})" + (f" AND ({where})" if where else "")
     sql = f"SELECT {selected} FROM ledger WHERE {condition} ORDER BY started_at DESC LIMIT {int(limit)}"
     import pyarrow as pa
 

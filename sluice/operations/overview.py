@@ -34,7 +34,7 @@ def pipeline_overview(spec: PipelineSpec, settings: Settings, *, runs: int = RUN
     """One pipeline: what it reads and writes, its latest runs (newest first), backlog, freshness."""
     ledger = str(settings.ledger_path)
     # the pipeline's own runs: not dry runs, not the maintenance DAG's OPTIMIZE/VACUUM
-    latest = latest_runs(ledger, spec.name, runs, where="dry_run = false AND mode <> 'maintenance'")
+    latest = latest_runs(ledger, spec.names, runs, where="dry_run = false AND mode <> 'maintenance'")
     backlog = measure(spec, settings)
     freshness = None
     if spec.freshness is not None:

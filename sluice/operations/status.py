@@ -52,13 +52,14 @@ def _backlog(run: dict) -> str | None:
 
 def show_status(spec: PipelineSpec, settings: Settings, limit: int = 10, as_json: bool = False) -> int:
     """Read with delta-rs: no JVM, answers in about a second."""
-    runs = latest_runs(str(settings.ledger_path), spec.name, limit)
+    runs = latest_runs(str(settings.ledger_path), spec.names, limit)
     if as_json:
         for run in runs:
             print(json.dumps(run, default=str))
     elif not runs:
         print(f"{spec.name}: no runs in the ledger {settings.ledger_path} yet")
     else:
-        print(f"== {spec.name}: latest runs (ledger {settings.ledger_path})")
+        before = f" (earlier: {', '.join(spec.previous_names)})" if spec.previous_names else ""
+        print(f"== {spec.name}{before}: latest runs (ledger {settings.ledger_path})")
         print(status_table(runs))
     return 0

@@ -46,28 +46,33 @@ class PipelineCatalog:
                 errors.append(err)
         by_name: dict[str, list[Path]] = {}
         for path, spec in specs.items():
-            by_name.setdefault(spec.name, []).append(path)
+            for name in spec.names:
+                by_name.setdefault(name, []).append(path)
+        refused: dict[Path, str] = {}
         for name, paths in by_name.items():
             if len(paths) > 1:
                 for path in paths:
-                    others = ", ".join(display_path(p) for p in paths if p != path)
-                    errors.append(SpecError(display_path(path), [f"name: {name!r} is also used by {others}; "
-                                                                 "names are unique"]))
-                    del specs[path]
-        names = {spec.name for spec in specs.values()}
+                    if path not in refused:
+                        refused[path] = _claimed_twice(name, path, paths, specs)
+        for path, problem in refused.items():
+            errors.append(SpecError(display_path(path), [problem]))
+            del specs[path]
+        names = {name for spec in specs.values() for name in spec.names}
         for path, spec in list(specs.items()):
-            unknown = [n for n in spec.upstream_pipelines() if n not in names or n == spec.name]
+            unknown = [n for n in spec.upstream_pipelines() if n not in names or n in spec.names]
             if unknown:
                 field_ = ("source.pipeline" if isinstance(spec.source, DeltaSource) and spec.source.pipeline in unknown
                           else "schedule.asset")
-                what = "itself" if unknown[0] == spec.name else f"{unknown[0]!r}, which is not a valid pipeline in {folder}"
+                what = "itself" if unknown[0] in spec.names else f"{unknown[0]!r}, which is not a valid pipeline in {folder}"
                 errors.append(SpecError(display_path(path), [f"{field_}: names {what}; name an upstream pipeline "
                                                               f"({', '.join(sorted(names - {spec.name})) or 'none here'})"]))
                 del specs[path]
         return catalog
 
     def get(self, name: str) -> PipelineSpec | None:
-        return next((spec for spec in self.specs.values() if spec.name == name), None)
+        """The valid spec named ``name``, or that had that name before (``previous_names``)."""
+        return next((spec for spec in self.specs.values() if spec.name == name), None) or next(
+            (spec for spec in self.specs.values() if name in spec.previous_names), None)
 
     def _first_named(self, name: str) -> tuple[Path, PipelineSpec] | None:
         """The first spec file of the folder that is valid on its own and names ``name``: found even when the
@@ -89,6 +94,11 @@ class PipelineCatalog:
         found = self._first_named(arg)
         if found is not None:
             return found[0]
+        renamed = next((spec.name for spec in PipelineCatalog.load(self.folder).specs.values()
+                        if arg in spec.previous_names), None)
+        if renamed:
+            raise SpecError(arg, [f"the pipeline {arg} is now named {renamed} (its spec lists {arg} in "
+                                  f"previous_names): use {renamed}"])
         raise SpecError(arg, [f"no such spec file, and no pipeline of that name in {self.folder}"])
 
     def upstream(self, name: str, reader: str) -> PipelineSpec:
@@ -109,6 +119,22 @@ class PipelineCatalog:
             return spec
         table = self.upstream(source.pipeline, spec.name).sink_path(settings)
         return spec.model_copy(update={"source": source.model_copy(update={"path": table})})
+
+
+def _claimed_twice(name: str, path: Path, paths: list[Path], specs: dict[Path, PipelineSpec]) -> str:
+    """Why the spec at ``path`` is refused: ``name`` is also the name, or an earlier name, of the specs at
+    ``paths``. A renamed pipeline's old spec left beside the new one would run the same pipeline twice."""
+    others = ", ".join(display_path(p) for p in paths if p != path)
+    if all(specs[p].name == name for p in paths):
+        return f"name: {name!r} is also used by {others}; names are unique"
+    renamed = next(p for p in paths if name in specs[p].previous_names)
+    old = [p for p in paths if specs[p].name == name]
+    if old:
+        return (f"name: {name!r} is the name of {', '.join(display_path(p) for p in old)} and an earlier name "
+                f"(previous_names) of {display_path(renamed)} ({specs[renamed].name}): both would run the same "
+                f"pipeline, with one table and checkpoint. Remove the old spec, or {name!r} from previous_names")
+    return (f"previous_names: {name!r} is also an earlier name of {others}: one earlier name, one pipeline; "
+            "remove it from all but the pipeline it was")
 
 
 def resolve_upstream(spec: PipelineSpec, settings: Settings) -> PipelineSpec:
@@ -142,14 +168,13 @@ def sink_conflict(spec: PipelineSpec, spec_path: Path, settings: Settings,
 
     table = spec.sink_path(settings)
     owner = table_owner(table)
-    if owner and owner != spec.name:
-        return (foreign_table_refusal(table, owner, spec.name).removesuffix(".")
-                + f" (or, if {spec.name} is {owner} renamed, keep the name {owner})")
+    if owner and owner not in spec.names:
+        return foreign_table_refusal(table, owner, spec.name)
     if owner:
         return None
     here = Path(spec_path).resolve()
     sharing = [f"{name} ({display_path(path)})" for name, path in sinks.get(table, [])
-               if name != spec.name and path.resolve() != here]
+               if name not in spec.names and path.resolve() != here]
     if sharing:
         return (f"sink.path: the table {table} is also the sink of {', '.join(sharing)}: the first of them to run "
                 "would own it and every other one's runs would be refused. Give each pipeline its own sink.path")

@@ -39,6 +39,11 @@ class PipelineSpec(_Model):
 
     name: Annotated[str, Field(pattern=NAME_PATTERN, max_length=200)]
     """dag_id, and the default table and checkpoint folder names."""
+    previous_names: list[Annotated[str, Field(pattern=NAME_PATTERN, max_length=200)]] = Field(default_factory=list)
+    """The names this pipeline had before, oldest first: a renamed pipeline keeps its table, checkpoint, lock,
+    transactions and run history, which stay under its first name (its ``identity``), and ``sluice status``
+    shows the runs of every name. Give every earlier name, in order (see docs/operations.md, "Renaming a
+    pipeline")."""
     description: str | None = None
     """Shown as the DAG's documentation in Airflow."""
     schedule: str | AssetSchedule | None = None
@@ -56,9 +61,11 @@ class PipelineSpec(_Model):
     """Optional SQL over the source (the temp view ``source``), watermark, dedupe and reference tables;
     without it the source's rows are written as they are."""
     sink: Sink = Field(default_factory=Sink)
-    """The Delta table the pipeline writes; by default ``<lake root>/<name>``, appended to."""
+    """The Delta table the pipeline writes; by default ``<lake root>/<name>`` (the first name, for a renamed
+    pipeline: ``previous_names``), appended to."""
     checkpoint: str | None = None
-    """Checkpoint folder: default ``<checkpoint root>/<name>``; absolute paths allowed."""
+    """Checkpoint folder: default ``<checkpoint root>/<name>`` (the first name, for a renamed pipeline);
+    absolute paths allowed."""
     retries: Annotated[int, Field(ge=0)] = 1
     """How often Airflow retries a failed run (safe: a retry resumes from the checkpoint)."""
     retry_delay_seconds: Annotated[int, Field(ge=0)] = 30
@@ -74,7 +81,8 @@ class PipelineSpec(_Model):
     ``quarantine`` it (raw text, source, error) in the quarantine table; ``fail`` the run before the batch is committed;
     or ``drop`` it (still counted in the run summary). See docs/data-quality.md."""
     quarantine_path: str | None = None
-    """The quarantine Delta table: relative to the lake root, or absolute. Default ``_quarantine/<name>``."""
+    """The quarantine Delta table: relative to the lake root, or absolute. Default ``_quarantine/<name>`` (the
+    first name, for a renamed pipeline)."""
     expectations: list[Expectation] = Field(default_factory=list)
     """Rules checked on every micro-batch before it is committed (see docs/data-quality.md)."""
     schema_evolution: SchemaEvolution = "rescue"
@@ -209,6 +217,30 @@ class PipelineSpec(_Model):
         return self.source.format == "json" and not _truthy(self.source.options.get("multiLine"))
 
     @model_validator(mode="after")
+    def _previous_names(self) -> PipelineSpec:
+        names = self.previous_names
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"previous_names: {', '.join(twice)} is given twice; list each earlier name once, "
+                             "oldest first")
+        if self.name in names:
+            raise ValueError(f"previous_names: {self.name} is the pipeline's name now, not an earlier one; "
+                             "list only the names it had before")
+        return self
+
+    @property
+    def identity(self) -> str:
+        """The name the pipeline's state is kept under: its first name (``previous_names[0]``), else its name.
+        Its default table, checkpoint and quarantine folders, its lock and its tables' transaction id derive
+        from it, so that a rename moves nothing."""
+        return self.previous_names[0] if self.previous_names else self.name
+
+    @property
+    def names(self) -> list[str]:
+        """Every name the pipeline has had, the current one last: its runs in the ledger are under these."""
+        return [*self.previous_names, self.name]
+
+    @model_validator(mode="after")
     def _complete_needs_aggregation(self) -> PipelineSpec:
         if self.sink.mode == "complete" and not (self.transform and self.transform.sql):
             raise ValueError(
@@ -229,10 +261,10 @@ class PipelineSpec(_Model):
         return _resolve(self.source.path, settings.lake_root)
 
     def sink_path(self, settings: Settings) -> str:
-        return _resolve(self.sink.path or self.name, settings.lake_root)
+        return _resolve(self.sink.path or self.identity, settings.lake_root)
 
     def checkpoint_path(self, settings: Settings) -> str:
-        return _resolve(self.checkpoint or self.name, settings.checkpoint_root)
+        return _resolve(self.checkpoint or self.identity, settings.checkpoint_root)
 
     def archive_path(self, settings: Settings) -> str | None:
         """``source.clean_source.archive_dir`` resolved like ``source.path``; None without one."""
@@ -240,7 +272,7 @@ class PipelineSpec(_Model):
         return _resolve(clean.archive_dir, settings.lake_root) if clean and clean.archive_dir else None
 
     def quarantine_table_path(self, settings: Settings) -> str:
-        return _resolve(self.quarantine_path or f"_quarantine/{self.name}", settings.lake_root)
+        return _resolve(self.quarantine_path or f"_quarantine/{self.identity}", settings.lake_root)
 
     # --- advice that is not an error -------------------------------------------------------------
 

@@ -121,7 +121,8 @@ def foreign_table_refusal(table: str, owner: str, pipeline: str) -> str:
     (spark_jobs.sinks.guards), and what ``sluice validate`` predicts."""
     return (f"the sink table {table} belongs to pipeline {owner}, not {pipeline}: two pipelines writing one table "
             f"would mix their data and checkpoints (a reset would wipe {owner}'s data). Give {pipeline} its own "
-            "sink.path.")
+            f"sink.path; or, if {pipeline} is {owner} renamed, add previous_names: [{owner}] to its spec "
+            "(docs/operations.md, \"Renaming a pipeline\").")
 
 
 def table_owner(table: str) -> str | None:

@@ -77,7 +77,7 @@ class JobRecord:
         lock = None
         try:
             if not self.job.dry_run:
-                lock = driver_lock(self.settings.checkpoint_root, self.spec.name, self.job.holder(),
+                lock = driver_lock(self.settings.checkpoint_root, self.spec.identity, self.job.holder(),
                                    lease_seconds=self.settings.lock_lease_seconds).acquire()
             body()
         except (PipelineBusy, *refusals) as refused:

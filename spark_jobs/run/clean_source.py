@@ -85,7 +85,7 @@ def committed_files(spec: PipelineSpec, checkpoint: str, table: str) -> list[Can
     pending = quarantine_pending(None, checkpoint)
     if pending is not None:
         through = min(through, pending - 1)
-    in_table = txn_version(table, txn_app_id(spec.name, query_id))
+    in_table = txn_version(table, txn_app_id(spec.identity, query_id))
     if in_table is None:
         return []
     through = min(through, in_table)

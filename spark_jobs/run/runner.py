@@ -244,7 +244,7 @@ def _run_query(run: Run) -> None:
         promote = [c for c, _ in change.added] if change is not None and spec.rescues_fields() else []
         promote += promoted_upstream or []
         unmarked = schema_evolution.mark_promotion(spark, target_table, target_checkpoint, promote) if promote else []
-        target = Target(table=target_table, quarantine=quarantine, app_id=txn_app_id(spec.name, cp_id),
+        target = Target(table=target_table, quarantine=quarantine, app_id=txn_app_id(spec.identity, cp_id),
                         run_id=options.run_id, checkpoint=target_checkpoint, evolve_schema=evolve,
                         widen_types=bool(change and change.widened),
                         schema_checkpoint=(target_checkpoint if run.schemas and not run.dry_run

@@ -217,7 +217,7 @@ def check_sink(spark: SparkSession, spec: PipelineSpec, *, table: str, checkpoin
 
 def refuse_foreign_table(spec: PipelineSpec, table: str, state: dict[str, Any] | None) -> None:
     owner = recorded_identity((state or {}).get("properties", {}))[0]
-    if owner and owner != spec.name:
+    if owner and owner not in spec.names:
         raise GuardRefused(foreign_table_refusal(table, owner, spec.name))
 
 

@@ -36,8 +36,10 @@ from spark_jobs.sinks.scd2 import scd2_rows
 
 
 def txn_app_id(pipeline: str, checkpoint_id: str) -> str:
-    """The transaction id of a pipeline's commits. It changes with the checkpoint: a reset pipeline
-    restarts its batch ids at 0, which must not look like batches already committed."""
+    """The transaction id of a pipeline's commits (``pipeline``: its identity, the first of its names, which a
+    rename keeps: a batch committed before the rename and replayed after it is still skipped). It changes
+    with the checkpoint: a reset pipeline restarts its batch ids at 0, which must not look like batches
+    already committed."""
     return f"sluice-{pipeline}-{checkpoint_id}"
 
 

@@ -161,6 +161,19 @@ def test_the_trigger_form_rejects_values_its_schema_does_not_allow(sample_bag):
     assert form.validate()["backfill_to"] == "2026-11-03"
 
 
+def test_a_renamed_upstream_keeps_its_asset_for_readers_naming_it_by_either_name(monkeypatch, tmp_path):
+    write_spec(tmp_path, orders_spec(name="bronze_new", previous_names=["bronze_one"]))
+    for reader, names in (("silver_old", "bronze_one"), ("silver_new", "bronze_new")):
+        write_spec(tmp_path, {"name": reader, "schedule": {"asset": names}, "sink": {"path": f"silver/{reader}"},
+                              "source": {"format": "delta", "pipeline": names}})
+    bag = dag_bag(monkeypatch, tmp_path)
+    assert not bag.import_errors
+    outlets = [a.name for a in bag.dags["bronze_new"].get_task("ingest").outlets]
+    assert outlets == ["sluice.bronze_one"]  # the identity's asset: its event history goes on
+    for reader in ("silver_old", "silver_new"):
+        assert [a.name for a in bag.dags[reader].timetable.asset_condition.objects] == ["sluice.bronze_one"]
+
+
 def test_a_chained_spec_naming_an_unknown_pipeline_is_an_import_error(monkeypatch, tmp_path):
     write_spec(tmp_path, orders_spec(name="bronze_one"))
     write_spec(tmp_path, {"name": "silver_one", "schedule": {"asset": "bronze_typo"},

@@ -81,9 +81,29 @@ def test_validate_predicts_the_refusal_of_a_table_another_pipeline_writes(lake, 
     assert (f"refused: {copy}: the next run would be refused: the sink table {lake.lake_root / 'bronze' / 'orders'} "
             "belongs to pipeline af, not af_copy: two pipelines writing one table would mix their data and "
             "checkpoints") in err
+    assert ("Give af_copy its own sink.path; or, if af_copy is af renamed, add previous_names: [af] to its spec"
+            in err)
     # the owner itself validates
     write_spec(lake.pipelines_dir, orders_spec(name="af"))
     assert main(["validate", "af"]) == 0
+
+
+def test_validate_approves_a_rename_and_refuses_the_old_spec_left_beside_it(lake, capsys):
+    _owned_table(lake.lake_root / "bronze" / "orders", "af")
+    renamed = write_spec(lake.pipelines_dir, orders_spec(name="af_new", previous_names=["af"]))
+    assert main(["validate", "af_new"]) == 0
+    assert capsys.readouterr().out == f"ok: {renamed} (pipeline af_new)\n"
+    assert main(["status", "af"]) == 1
+    assert ("af: the pipeline af is now named af_new (its spec lists af in previous_names): use af_new"
+            in capsys.readouterr().err)
+    old = write_spec(lake.pipelines_dir, orders_spec(name="af"))
+    assert main(["validate"]) == 1
+    err = capsys.readouterr().err
+    assert (f"name: 'af' is the name of {old} and an earlier name (previous_names) of {renamed} (af_new): both "
+            "would run the same pipeline, with one table and checkpoint. Remove the old spec, or 'af' from "
+            "previous_names") in err
+    assert err.count("name: 'af' is the name of") == 2  # both files are refused: neither runs
+    assert f"invalid: {old}: name: 'af'" in err and f"invalid: {renamed}: name: 'af'" in err
 
 
 def test_validate_refuses_two_specs_of_the_folder_sharing_a_table_not_created_yet(lake, capsys):

@@ -232,3 +232,28 @@ def test_invalid_data_quality_fields(change, message):
     with pytest.raises(SpecError) as caught:
         parse_spec({"name": "q", "source": JSON_SOURCE, **change}, "q.yaml")
     assert f"q.yaml: {message}" in str(caught.value)
+
+
+@pytest.mark.parametrize(("previous", "message"), [
+    (["a", "a"], "previous_names: a is given twice; list each earlier name once, oldest first"),
+    (["q"], "previous_names: q is the pipeline's name now, not an earlier one; list only the names it had before"),
+    (["Old-Name"], "previous_names.0: "),
+])
+def test_previous_names_are_earlier_valid_names_each_once(previous, message):
+    with pytest.raises(SpecError) as err:
+        parse_spec({"name": "q", "source": JSON_SOURCE, "previous_names": previous})
+    assert message in str(err.value)
+
+
+def test_a_renamed_pipelines_state_stays_under_its_first_name(tmp_path):
+    settings = load_settings({"SLUICE_HOME": str(tmp_path)})
+    renamed = parse_spec({"name": "c", "previous_names": ["a", "b"], "source": JSON_SOURCE})
+    assert (renamed.identity, renamed.names) == ("a", ["a", "b", "c"])
+    first = parse_spec({"name": "a", "source": JSON_SOURCE})
+    for where in ("sink_path", "checkpoint_path", "quarantine_table_path"):
+        assert getattr(renamed, where)(settings) == getattr(first, where)(settings)
+    assert renamed.sink_path(settings).endswith("/a")
+    pinned = parse_spec({"name": "c", "previous_names": ["a"], "source": JSON_SOURCE, "sink": {"path": "gold/c"},
+                         "checkpoint": "cp_c", "quarantine_path": "q/c"})
+    assert (pinned.sink_path(settings).endswith("/gold/c"), pinned.checkpoint_path(settings).endswith("/cp_c"),
+            pinned.quarantine_table_path(settings).endswith("/q/c")) == (True, True, True)
