@@ -39,13 +39,14 @@ def cmd_validate(args: argparse.Namespace, settings: Settings) -> int:
     folder refuses (a name used twice, a renamed pipeline's old spec left beside it, an unknown upstream)."""
     from sluice.spec.catalog import sink_conflict, sinks_of
 
-    sinks = sinks_of(settings.pipelines_dir, settings)
-    in_folder = {Path(err.source).resolve(): err for err in PipelineCatalog.load(settings.pipelines_dir).errors}
+    catalog = PipelineCatalog.load(settings.pipelines_dir)  # the folder, read once
+    sinks = sinks_of(catalog, settings)
+    in_folder = {Path(err.source).resolve(): err for err in catalog.errors}
     bad = 0
     for arg in args.specs or [str(p) for p in spec_files(settings.pipelines_dir)]:
         try:
-            path = resolve_spec_path(arg, settings)
-            spec = load_spec(path)
+            path = catalog.resolve(arg)
+            spec = catalog.readable.get(path) or load_spec(path)
             if path.resolve() in in_folder:
                 raise in_folder[path.resolve()]
         except SpecError as err:

@@ -29,6 +29,9 @@ class PipelineCatalog:
     folder: Path
     specs: dict[Path, PipelineSpec] = field(default_factory=dict)
     errors: list[SpecError] = field(default_factory=list)
+    readable: dict[Path, PipelineSpec] = field(default_factory=dict)
+    """Every file that is a valid spec on its own, including those the folder refuses (a name claimed twice,
+    an unknown upstream): what :func:`sinks_of` counts, since any of them may still be run by path."""
 
     @classmethod
     def load(cls, folder: Path) -> PipelineCatalog:
@@ -44,6 +47,7 @@ class PipelineCatalog:
                 specs[path] = load_spec(path)
             except SpecError as err:
                 errors.append(err)
+        catalog.readable = dict(specs)
         by_name: dict[str, list[Path]] = {}
         for path, spec in specs.items():
             for name in spec.names:
@@ -76,15 +80,13 @@ class PipelineCatalog:
 
     def _first_named(self, name: str) -> tuple[Path, PipelineSpec] | None:
         """The first spec file of the folder that is valid on its own and names ``name``: found even when the
-        folder's checks refuse it (a duplicate name, an unknown upstream), so that its run says what is wrong."""
-        for path in spec_files(self.folder):
-            try:
-                spec = load_spec(path)
-            except SpecError:
-                continue
-            if spec.name == name:
-                return path, spec
-        return None
+        folder's checks refuse it (a duplicate name, an unknown upstream), so that its run says what is wrong.
+        A loaded catalog answers from the specs it read; an empty one reads the files (one lookup by name)."""
+        if self.readable:
+            found = ((path, spec) for path, spec in self.readable.items())
+        else:
+            found = ((path, spec) for path in spec_files(self.folder) if (spec := _valid_or_none(path)) is not None)
+        return next(((path, spec) for path, spec in found if spec.name == name), None)
 
     def resolve(self, arg: str) -> Path:
         """A spec file path, or the name of a pipeline in the folder (``sluice run orders``)."""
@@ -94,8 +96,8 @@ class PipelineCatalog:
         found = self._first_named(arg)
         if found is not None:
             return found[0]
-        renamed = next((spec.name for spec in PipelineCatalog.load(self.folder).specs.values()
-                        if arg in spec.previous_names), None)
+        specs = self.specs if self.readable else PipelineCatalog.load(self.folder).specs
+        renamed = next((spec.name for spec in specs.values() if arg in spec.previous_names), None)
         if renamed:
             raise SpecError(arg, [f"the pipeline {arg} is now named {renamed} (its spec lists {arg} in "
                                   f"previous_names): use {renamed}"])
@@ -137,6 +139,13 @@ def _claimed_twice(name: str, path: Path, paths: list[Path], specs: dict[Path, P
             "remove it from all but the pipeline it was")
 
 
+def _valid_or_none(path: Path) -> PipelineSpec | None:
+    try:
+        return load_spec(path)
+    except SpecError:
+        return None
+
+
 def resolve_upstream(spec: PipelineSpec, settings: Settings) -> PipelineSpec:
     """``spec`` with its upstream table resolved from the pipelines folder (nothing to do for other sources)."""
     source = spec.source
@@ -145,14 +154,10 @@ def resolve_upstream(spec: PipelineSpec, settings: Settings) -> PipelineSpec:
     return PipelineCatalog.load(settings.pipelines_dir).with_upstream(spec, settings)
 
 
-def sinks_of(folder: Path, settings: Settings) -> dict[str, list[tuple[str, Path]]]:
-    """The sink table of every valid spec in ``folder``: table -> [(pipeline, spec file)]."""
+def sinks_of(catalog: PipelineCatalog, settings: Settings) -> dict[str, list[tuple[str, Path]]]:
+    """The sink table of every spec of the folder that is valid on its own: table -> [(pipeline, spec file)]."""
     found: dict[str, list[tuple[str, Path]]] = {}
-    for path in spec_files(folder):
-        try:
-            spec = load_spec(path)
-        except SpecError:
-            continue
+    for path, spec in catalog.readable.items():
         found.setdefault(spec.sink_path(settings), []).append((spec.name, path))
     return found
 
