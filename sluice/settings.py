@@ -130,6 +130,20 @@ class Settings(BaseModel):
     def var_dir(self) -> Path:
         return self.home / "var"
 
+    ledger_spool_dir: Path | None = None
+    """``SLUICE_LEDGER_SPOOL``: where ledger rows that could not be appended wait (:attr:`ledger_spool`)."""
+
+    @property
+    def ledger_spool(self) -> Path:
+        """Where a run's ledger row waits when it cannot be appended (a full disk, a store down) until the next
+        append (:mod:`sluice.operations.ledger_spool`): ``SLUICE_LEDGER_SPOOL``, else ``_ledger_spool`` beside
+        the locks under a local checkpoint root, else ``var/ledger-spool`` (checkpoints in a bucket)."""
+        if self.ledger_spool_dir is not None:
+            return self.ledger_spool_dir
+        if isinstance(self.checkpoint_root, Path):
+            return self.checkpoint_root / "_ledger_spool"
+        return self.var_dir / "ledger-spool"
+
     @property
     def kafka_home(self) -> Path:
         return self.var_dir / "kafka"
@@ -182,6 +196,7 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         lake_root=lake_root,
         ledger_path=location("SLUICE_LEDGER", under(lake_root, "_sluice", "ledger")),
         checkpoint_root=location("SLUICE_CHECKPOINT_ROOT", home / "var" / "checkpoints"),
+        ledger_spool_dir=folder("SLUICE_LEDGER_SPOOL", None) if env.get("SLUICE_LEDGER_SPOOL") else None,
         jars_dir=folder("SLUICE_JARS", home / "var" / "jars"),
         airflow_home=folder("SLUICE_AIRFLOW_HOME", home / "var" / "airflow"),
         kafka_port=int(env.get("SLUICE_KAFKA_PORT") or 9092),

@@ -157,6 +157,9 @@ class Summary(BaseModel):
     """Seconds by phase (``session``, ``prepare``, ``query``, ``report``, ``ledger``, ``spark_submit``, ...)."""
     ledger: str | None = None
     ledger_error: str | None = None
+    ledger_pending: str | None = None
+    """The spool file holding the row that could not be appended (``ledger_error`` says why): the next run that
+    appends to the ledger records it, marked ``recorded_late``."""
     _keys: list[str] = PrivateAttr(default_factory=list)
     """The keys in the order the driver wrote them (the Airflow UI shows an XCom value's first keys)."""
 
@@ -290,6 +293,10 @@ class RunSummary(Summary):
     """What waited for the pipeline when the run began (:mod:`sluice.operations.backlog`); a dry run's prediction."""
     backlog_after: dict[str, Any] | None = None
     """What waited when it ended: what arrived during the run (a real run only)."""
+    orphan_files: dict[str, Any] | None = None
+    """A failed run: the data files it left in its tables that no commit names (a full disk, a failed write):
+    ``count``, ``bytes``, the ``paths`` (the first 100), per table role in ``tables``. Nothing reads them; the
+    next maintenance run (``sluice maintain``, the maintenance DAG) deletes them."""
 
     def headline(self) -> str:
         return (f"{self.batches} batches, {self.input_rows} rows in, {self.output_rows} rows out, Delta version "
@@ -323,6 +330,9 @@ class MaintenanceSummary(Summary):
     bytes_removed: int = 0
     tables: dict[str, Any] = {}
     checkpoint_size: dict[str, Any] | None = None
+    orphans_removed: dict[str, Any] | None = None
+    """Data files no commit named (left by failed runs), deleted from the tables before OPTIMIZE: ``files``,
+    ``bytes`` (a dry run: what it would delete)."""
     note: str | None = None
 
     def headline(self) -> str:

@@ -21,6 +21,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from sluice.contract import JobRequest, Summary, refused_summary
@@ -96,13 +97,10 @@ def record_refusal(plan: SubmitPlan, error: str, started: float) -> Summary | No
     summary = refused_summary(plan.job, pipeline=plan.pipeline, sink=places["sink"], checkpoint=places["checkpoint"],
                               quarantine=places["quarantine"], error=error, started=started)
     if plan.job.write_ledger:
-        from sluice.operations.ledger import append_run
+        from sluice.operations.ledger import record_run
 
-        try:
-            append_run(places["ledger"], summary)
-            summary.ledger = places["ledger"]
-        except Exception as err:  # noqa: BLE001 - the refusal stands; say its row is missing (a store that is down)
-            summary.ledger_error = f"could not append to the run ledger {places['ledger']}: {err}"
+        # the refusal stands; its row is appended, or kept for the next append (a store that is down)
+        record_run(places["ledger"], summary, Path(places["spool"]) if places.get("spool") else None)
     return summary
 
 

@@ -114,7 +114,8 @@ def build_plan(job: JobRequest, spec: PipelineSpec, settings: Settings, *, workd
         pipeline=spec.name,
         object_store_uris=stores,
         places={"sink": spec.sink_path(settings), "checkpoint": spec.checkpoint_path(settings),
-                "quarantine": spec.quarantine_table_path(settings), "ledger": str(settings.ledger_path)},
+                "quarantine": spec.quarantine_table_path(settings), "ledger": str(settings.ledger_path),
+                "spool": str(settings.ledger_spool)},
     )
 
 
@@ -154,6 +155,7 @@ def spark_env(settings: Settings) -> dict[str, str]:
         "PYSPARK_PYTHON": python,
         "PYSPARK_DRIVER_PYTHON": python,
         "SPARK_LOCAL_IP": os.environ.get("SPARK_LOCAL_IP", "127.0.0.1"),
+        **({"SLUICE_LEDGER_SPOOL": str(settings.ledger_spool_dir)} if settings.ledger_spool_dir else {}),
     }
 
 

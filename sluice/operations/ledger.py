@@ -15,8 +15,11 @@ run compacts the table's small files (one per run) so reading it stays cheap aft
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 from datetime import datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sluice.storage.object_store import delta_rs_location
@@ -103,6 +106,9 @@ def arrow_schema():
         ("schema_version", pa.int64()),
         ("micro_batches", pa.list_(batch)),
         ("summary", pa.string()),
+        # true: the row could not be appended when its run ended (a full disk, a store down) and was appended
+        # later, by the next run that appended to this ledger (sluice.operations.ledger_spool)
+        ("recorded_late", pa.bool_()),
     ])
 
 
@@ -182,37 +188,124 @@ def ledger_row(summary: Summary) -> dict[str, Any]:
             for b in run.micro_batches
         ],
         "summary": json.dumps(data),
+        "recorded_late": False,
     }
 
 
-def append_run(ledger: str, summary: Summary, attempts: int = 5) -> int:
-    """Append the run's row (creating the table on first use); returns the ledger version written."""
+def append_run(ledger: str, summary: Summary, attempts: int = 5, *, spool: Path | None = None) -> int:
+    """Append the run's row (creating the table on first use); returns the ledger version written. With a
+    ``spool`` (:mod:`sluice.operations.ledger_spool`), the rows kept there for this ledger go in the same
+    commit, marked ``recorded_late``, and leave the spool after it."""
     import pyarrow as pa
     from deltalake import DeltaTable, write_deltalake
     from deltalake.exceptions import CommitFailedError, DeltaError
 
-    row = pa.Table.from_pylist([ledger_row(summary)], schema=arrow_schema())
+    from sluice.operations import ledger_spool
+
+    late = ledger_spool.pending(spool, ledger)
+    recorded = _recorded(ledger, [s for _, s in late]) if late else set()
+    rows = [ledger_row(summary), *({**ledger_row(s), "recorded_late": True} for _, s in late
+                                   if (s.pipeline, s.run_id, s.started_at) not in recorded)]
+    table_rows = pa.Table.from_pylist(rows, schema=arrow_schema())
     # on an object store every commit is a conditional put (sluice.storage.object_store): no append is lost
-    ledger, options = delta_rs_location(ledger)
-    for attempt in range(attempts):
-        try:
-            # schema_mode merge: a ledger written by an older sluice gains the new columns
-            write_deltalake(ledger, row, mode="append", schema_mode="merge", name="sluice run ledger",
-                            description="one row per sluice run: sluice status, docs/operations.md",
-                            storage_options=options)
-            break
-        except (CommitFailedError, DeltaError):
-            # two first runs created the table at the same moment: the loser appends to the winner's table
-            if attempt == attempts - 1:
-                raise
-    table = DeltaTable(ledger, storage_options=options)
-    version = table.version()
-    if version > 0 and version % COMPACT_EVERY == 0:
-        try:
-            table.optimize.compact()
-        except DeltaError:  # a concurrent compaction won; the next multiple tries again
-            pass
+    location, options = delta_rs_location(ledger)
+    with native_stderr_held():
+        for attempt in range(attempts):
+            try:
+                # schema_mode merge: a ledger written by an older sluice gains the new columns
+                write_deltalake(location, table_rows, mode="append", schema_mode="merge", name="sluice run ledger",
+                                description="one row per sluice run: sluice status, docs/operations.md",
+                                storage_options=options)
+                break
+            except (CommitFailedError, DeltaError):
+                # two first runs created the table at the same moment: the loser appends to the winner's table
+                if attempt == attempts - 1:
+                    raise
+        ledger_spool.forget([path for path, _ in late])
+        ledger_spool.ensure_reserve(spool)
+        table = DeltaTable(location, storage_options=options)
+        version = table.version()
+        if version > 0 and version % COMPACT_EVERY == 0:
+            try:
+                table.optimize.compact()
+            except DeltaError:  # a concurrent compaction won; the next multiple tries again
+                pass
     return version
+
+
+def record_run(ledger: str, summary: Summary, spool: Path | None, describe=str) -> None:
+    """Append the run's row and say so in its summary (``ledger``); when that fails (the run's outcome stands),
+    ``ledger_error`` says why, and the row waits in the spool for the next append (``ledger_pending``: the
+    file), unless even that fails. ``describe``: how an error is said in one line."""
+    from sluice.operations import ledger_spool
+
+    try:
+        append_run(ledger, summary, spool=spool)
+        summary.ledger = ledger
+        return
+    except Exception as err:  # noqa: BLE001 - any failure of the append: the row is kept, not lost
+        summary.ledger_error = f"could not append to the run ledger {ledger}: {describe(err)}"
+    if spool is None:
+        return
+    try:
+        kept = ledger_spool.keep(spool, ledger, summary)
+    except OSError as err:
+        summary.ledger_error += f"; keeping its row in {spool} for a later append failed too: {err}"
+        return
+    summary.ledger_pending = str(kept)
+    summary.ledger_error += (f"; its row is kept in {kept}: the next run that appends to this ledger records it "
+                             "(recorded_late)")
+
+
+def _recorded(ledger: str, summaries: list) -> set[tuple[str, str, str]]:
+    """Which of ``summaries`` the ledger has already (a spooled row appended by a run that stopped before
+    taking it out of the spool): (pipeline, run_id, started_at)."""
+    from deltalake import DeltaTable, QueryBuilder
+
+    location, options = delta_rs_location(ledger)
+    if not DeltaTable.is_deltatable(location, storage_options=options):
+        return set()
+    ids = {s.run_id for s in summaries}
+    quoted = ", ".join("'" + i.replace("'", "''") + "'" for i in sorted(ids))
+    table = DeltaTable(location, storage_options=options)
+    import pyarrow as pa
+
+    found = pa.table(QueryBuilder().register("ledger", table).execute(
+        f"SELECT pipeline, run_id, started_at FROM ledger WHERE run_id IN ({quoted})").read_all())
+    return {(row["pipeline"], row["run_id"], row["started_at"].isoformat()) for row in found.to_pylist()}
+
+
+@contextlib.contextmanager
+def native_stderr_held():
+    """What native code (delta-rs: a Rust panic's message and backtrace) writes to stderr inside the block is
+    held back: written out when the block succeeds, dropped when it raises (the exception says what failed, in
+    one line). A full disk made delta-rs print five panics for one failed append."""
+    import sys
+    import threading
+
+    sys.stderr.flush()
+    try:
+        saved = os.dup(2)
+        reader, writer = os.pipe()
+    except OSError:  # no descriptors to spare: let it through
+        yield
+        return
+    held: list[bytes] = []
+    drain = threading.Thread(target=lambda: held.extend(iter(lambda: os.read(reader, 65536), b"")), daemon=True)
+    drain.start()
+    os.dup2(writer, 2)
+    os.close(writer)
+    ok = False
+    try:
+        yield
+        ok = True
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        drain.join(timeout=5)
+        os.close(reader)
+        if ok and held:
+            os.write(2, b"".join(held))
 
 
 def latest_runs(ledger: str, pipeline: str | list[str], limit: int = 10, *, where: str = "") -> list[dict[str, Any]]:

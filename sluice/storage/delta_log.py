@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from sluice.storage.files import Storage
+from sluice.storage.files import Entry, Storage
 
 LOG = "_delta_log"
 
@@ -81,9 +81,52 @@ class DeltaLog:
                 })
         return rows
 
+    def referenced(self) -> set[str]:
+        """Every file path (relative to the table, decoded) that an ``add``, ``remove`` or ``cdc`` action of
+        the kept commits or checkpoints names: the files some version of the table has or had."""
+        from urllib.parse import unquote
+
+        named: set[str] = set()
+        for version in self.versions():
+            for action in self.actions(version):
+                for kind in ("add", "remove", "cdc"):
+                    if kind in action and action[kind].get("path"):
+                        named.add(unquote(action[kind]["path"]))
+        for entry in self.files.walk_entries(LOG):
+            if entry.name.endswith(".parquet"):  # checkpoints (classic, multi-part, v2 sidecars)
+                named.update(unquote(p) for p in self._checkpoint_paths(entry.name))
+        return named
+
+    def _checkpoint_paths(self, name: str) -> list[str]:
+        import pyarrow.parquet as pq
+
+        with self.files.fs.open_input_file(self.files.path(LOG, name)) as handle:
+            table = pq.read_table(handle)
+        found = []
+        for kind in ("add", "remove", "cdc"):
+            if kind in table.column_names:
+                found += [row["path"] for row in table.column(kind).to_pylist() if row and row.get("path")]
+        return found
+
     def delete(self) -> None:
         """Delete the log folder (a creation that died before its first commit: no commit, no table)."""
         self.files.delete_dir(LOG)
+
+
+def unreferenced_files(table: str, since_ns: int | None = None) -> list[Entry]:
+    """The data files (``*.parquet`` outside the log and other ``_``/``.`` folders) under the table's folder that
+    no commit of its log names: written by a write whose commit never happened (a run that failed or was
+    killed), never part of any version. ``since_ns``: only those modified at or after it. Without a log,
+    every data file there. (``name``: the path relative to the table.)"""
+    storage = Storage(table)
+    if not storage.is_dir():
+        return []
+    log = DeltaLog(table, storage) if storage.is_dir(LOG) else None
+    named = log.referenced() if log is not None else set()
+    return [entry for entry in storage.walk_entries()
+            if entry.name.endswith(".parquet") and entry.name not in named
+            and not any(part.startswith(("_", ".")) for part in entry.name.split("/"))
+            and (since_ns is None or entry.mtime_ns >= since_ns)]
 
 
 def log_state(table: str) -> dict[str, Any] | None:

@@ -8,7 +8,7 @@ def describe_error(err: BaseException) -> str:
     (a Kafka data-loss check, a schema mismatch) in generic "task failed" / "query terminated" errors. An
     object store that stopped answering during the run is named first (:func:`store_unreachable`)."""
     text = _describe(err)
-    return store_unreachable(text) or text
+    return store_unreachable(text) or disk_full(text) or text
 
 
 STORE_PLACES = ("s3a://", "s3://", "S3A", "AWS Error", "endpoint URL", "amazonaws")
@@ -31,6 +31,24 @@ def store_unreachable(text: str) -> str | None:
     return (f"object store unreachable at {store.where} during the run: {text} -- start the store (or fix "
             "AWS_ENDPOINT_URL) and run again: nothing after the last committed batch was kept, and the next "
             "run resumes from the checkpoint, exactly once")
+
+
+NO_SPACE = ("No space left on device", "os error 28", "ENOSPC", "Disk quota exceeded")
+
+
+def disk_full(text: str) -> str | None:
+    """``text`` (a failure's description) said as a full disk first, when it is one (Java's, Python's and
+    delta-rs' wording of ENOSPC, or a quota): the place it was writing when the wording names it, and what to
+    do. None for anything else."""
+    if not any(mark in text for mark in NO_SPACE):
+        return None
+    import re
+
+    place = re.search(r"(?:writing rows to|writing to|to file|creating|file:)\s*((?:file:|s3a?://)?/[^\s,;:()]+)", text)
+    where = f" while writing {place.group(1).rstrip('.')}" if place else ""
+    return (f"no space left on device{where}: free space on that disk (or point SLUICE_LAKE_ROOT / "
+            "SLUICE_CHECKPOINT_ROOT at one that has it) and run again: nothing after the last committed batch "
+            f"was kept, and the next run resumes from the checkpoint, exactly once. The error: {text}")
 
 
 def _describe(err: BaseException) -> str:

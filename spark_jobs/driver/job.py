@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from sluice.contract import JobRequest, MaintenanceSummary, RunSummary, Summary, iso
-from sluice.operations.ledger import append_run
+from sluice.operations.ledger import record_run
+from sluice.operations.ledger_spool import ensure_reserve
 from sluice.settings import Settings, load_settings
 from sluice.spec import PipelineSpec, SpecError, load_spec
 from sluice.storage.lock import PipelineBusy, driver_lock
@@ -55,6 +56,9 @@ class JobRecord:
     def __init__(self, spec: PipelineSpec, settings: Settings, job: JobRequest, **fields: Any) -> None:
         self.spec, self.settings, self.job = spec, settings, job
         self.started = time.time()
+        if job.write_ledger and not job.dry_run:
+            # room for this job's ledger row should the disk fill while it runs (a stat when it is there)
+            ensure_reserve(settings.ledger_spool)
         model = RunSummary if job.kind == "run" else MaintenanceSummary
         self.summary: Summary = model(
             pipeline=spec.name,
@@ -96,22 +100,44 @@ class JobRecord:
     def close(self, failed: type[JobFailed] = JobFailed) -> Summary:
         """End the summary, append it to the ledger; raise ``failed`` carrying it if the job failed."""
         summary = self.summary
+        if summary.error and self.job.kind == "run" and not self.job.dry_run:
+            self._name_orphans()
         ended = time.time()
         summary.ended_at = iso(ended)
         summary.duration_s = round(ended - self.started, 3)
         summary.status = "failed" if summary.error else "succeeded"
         if self.job.write_ledger:
             mark = time.monotonic()
-            ledger = self.settings.ledger_path
-            try:
-                append_run(str(ledger), summary)
-                summary.ledger = str(ledger)
+            # the job's outcome stands whatever happens to its row: appended, or kept for the next append
+            record_run(str(self.settings.ledger_path), summary, self.settings.ledger_spool,
+                       lambda err: " ".join(str(err).split()))
+            if summary.ledger:
                 summary.note_phase("ledger", time.monotonic() - mark)
-            except Exception as err:  # noqa: BLE001 - the job's outcome stands; say the ledger row is missing
-                summary.ledger_error = f"could not append to the run ledger {ledger}: {describe_error(err)}"
         if summary.error:
             raise failed(summary)
         return summary
+
+
+    def _name_orphans(self) -> None:
+        """A failed run: the data files it wrote that no commit names, per table (``orphan_files``)."""
+        from sluice.storage.delta_log import unreferenced_files
+
+        since = int((self.started - 2) * 1e9)  # file times are not finer than the file system's
+        tables, count, size = {}, 0, 0
+        for role in ("sink", "quarantine"):
+            table = getattr(self.summary, role, None)
+            try:
+                found = unreferenced_files(table, since_ns=since) if table else []
+            except Exception as err:  # noqa: BLE001 - the run's own error comes first; say what was not looked at
+                tables[role] = {"table": table, "error": describe_error(err)}
+                continue
+            if found:
+                tables[role] = {"table": table, "count": len(found), "bytes": sum(e.size for e in found),
+                                "paths": [f"{table.rstrip('/')}/{e.name}" for e in found[:100]]}
+                count, size = count + len(found), size + tables[role]["bytes"]
+        if tables:
+            self.summary.orphan_files = {"count": count, "bytes": size, "tables": tables,
+                                         "removed_by": "the next maintenance run (sluice maintain)"}
 
 
 Body = Callable[[Any, PipelineSpec, Settings, JobRequest], Summary]

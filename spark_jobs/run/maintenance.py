@@ -57,6 +57,12 @@ def maintain_pipeline(spark, spec: PipelineSpec, settings, job: JobRequest) -> M
             for role, path in (("sink", table), ("quarantine", spec.quarantine_table_path(settings))):
                 if current_version(spark, path) is None:
                     continue
+                removed = remove_orphans(path, dry_run=job.dry_run)
+                if removed["files"]:
+                    gone = summary.orphans_removed or {"files": 0, "bytes": 0}
+                    summary.orphans_removed = {"files": gone["files"] + removed["files"],
+                                               "bytes": gone["bytes"] + removed["bytes"],
+                                               **({"dry_run": True} if job.dry_run else {})}
                 mark = time.monotonic()
                 report = maintain_table(spark, path, spec, dry_run=job.dry_run)
                 summary.tables[role] = report
@@ -73,6 +79,23 @@ def maintain_pipeline(spark, spec: PipelineSpec, settings, job: JobRequest) -> M
     record.run(body)
     summary.delta_version_after = current_version(spark, table)
     return record.close(MaintenanceFailed)
+
+
+def remove_orphans(path: str, *, dry_run: bool) -> dict[str, int]:
+    """Delete the table's data files that no commit names (:func:`sluice.storage.delta_log.unreferenced_files`:
+    left by failed runs, named in their summaries' ``orphan_files``). Safe under the pipeline's lock, which
+    maintenance holds: no run of the pipeline is writing files it has not committed yet. (VACUUM deletes them
+    too, once they are older than its retention.) A dry run only counts them."""
+    from sluice.storage.delta_log import unreferenced_files
+    from sluice.storage.files import Storage
+
+    found = unreferenced_files(path)
+    if found and not dry_run:
+        check_held()
+        storage = Storage(path)
+        for entry in found:
+            storage.delete(entry.name)
+    return {"files": len(found), "bytes": sum(e.size for e in found)}
 
 
 def maintain_table(spark, path: str, spec: PipelineSpec, *, dry_run: bool) -> dict[str, Any]:

@@ -334,6 +334,8 @@ def _leave_new_table(run: Run, new_table) -> None:
     try:
         guards.create_if_missing(run.spark, run.spec, run.target.table, new_table)
     except Exception as err:  # noqa: BLE001 - the run's own error comes first
+        if run.summary.error.startswith("no space left on device"):
+            return  # the same full disk again: the run's error already says what to do
         run.summary.error += f" (creating its table {run.target.table} failed too: {describe_error(err)})"
 
 

@@ -178,3 +178,45 @@ def test_a_downstream_rebuild_says_which_upstream_version_and_slices_it_came_fro
         "rebuild", 7, ["2026-11-01..2026-11-02"])
     assert json.loads(rows["r1"]["upstream_changes"]) == follow
     assert (rows["r2"]["upstream_action"], rows["r2"]["upstream_version"], rows["r2"]["rebuilt_slices"]) == (None, None, None)
+
+
+def test_a_row_that_cannot_be_appended_waits_in_the_spool_and_goes_in_with_the_next_append_once(tmp_path):
+    from sluice.operations import ledger_spool
+
+    blocker = tmp_path / "lake"
+    blocker.write_text("a file where the ledger's folder should be")  # every append to the ledger fails
+    path, spool = str(blocker / "ledger"), tmp_path / "spool"
+    failed = summary("failed", status="failed", error="boom")
+    ledger.record_run(path, failed, spool)
+    assert failed.ledger is None and failed.ledger_error.startswith(f"could not append to the run ledger {path}: ")
+    assert failed.ledger_error.endswith("the next run that appends to this ledger records it (recorded_late)")
+    kept = tmp_path / failed.ledger_pending
+    assert kept.parent == ledger_spool.folder_of(spool, path) and kept.is_file()
+    also = summary("also", started="2026-11-23T10:05:00+00:00")
+    ledger.record_run(path, also, spool)
+    assert [s.run_id for _, s in ledger_spool.pending(spool, path)] == ["failed", "also"]  # oldest run first
+
+    blocker.unlink()  # the ledger can be written again: the next append takes both, marked late, in one commit
+    # one of them was appended by a run that died before taking it out of the spool: not appended twice
+    ledger.append_run(path, also)
+    version = ledger.append_run(path, summary("next", started="2026-11-23T11:00:00+00:00"), spool=spool)
+    rows = ledger.latest_runs(path, "orders", limit=10)
+    assert sorted((r["run_id"], r["recorded_late"]) for r in rows) == [("also", False), ("failed", True),
+                                                                       ("next", False)]
+    (late,) = [r for r in rows if r["run_id"] == "failed"]
+    assert (late["status"], late["error"]) == ("failed", "boom")
+    assert version == 1 and ledger_spool.pending(spool, path) == [] and not kept.exists()
+    assert (spool / ledger_spool.RESERVE).stat().st_size == ledger_spool.RESERVE_BYTES
+
+
+def test_a_ledger_of_an_older_sluice_gains_recorded_late_and_its_rows_read_as_before(tmp_path):
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    path = str(tmp_path / "ledger")
+    old = pa.Table.from_pylist([ledger.ledger_row(summary("old"))], schema=ledger.arrow_schema()).drop_columns(
+        ["recorded_late"])
+    write_deltalake(path, old, mode="append")
+    ledger.append_run(path, summary("new", started="2026-11-23T11:00:00+00:00"))
+    rows = ledger.latest_runs(path, "orders")
+    assert [(r["run_id"], r["recorded_late"]) for r in rows] == [("new", False), ("old", None)]
