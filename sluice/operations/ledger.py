@@ -260,6 +260,7 @@ def record_run(ledger: str, summary: Summary, spool: Path | None, describe=str) 
 def _recorded(ledger: str, summaries: list) -> set[tuple[str, str, str]]:
     """Which of ``summaries`` the ledger has already (a spooled row appended by a run that stopped before
     taking it out of the spool): (pipeline, run_id, started_at)."""
+    import pyarrow as pa
     from deltalake import DeltaTable, QueryBuilder
 
     location, options = delta_rs_location(ledger)
@@ -268,8 +269,6 @@ def _recorded(ledger: str, summaries: list) -> set[tuple[str, str, str]]:
     ids = {s.run_id for s in summaries}
     quoted = ", ".join("'" + i.replace("'", "''") + "'" for i in sorted(ids))
     table = DeltaTable(location, storage_options=options)
-    import pyarrow as pa
-
     found = pa.table(QueryBuilder().register("ledger", table).execute(
         f"SELECT pipeline, run_id, started_at FROM ledger WHERE run_id IN ({quoted})").read_all())
     return {(row["pipeline"], row["run_id"], row["started_at"].isoformat()) for row in found.to_pylist()}

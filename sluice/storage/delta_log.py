@@ -101,11 +101,13 @@ class DeltaLog:
         import pyarrow.parquet as pq
 
         with self.files.fs.open_input_file(self.files.path(LOG, name)) as handle:
-            table = pq.read_table(handle)
+            checkpoint = pq.ParquetFile(handle)
+            kinds = [k for k in ("add", "remove", "cdc") if k in checkpoint.schema_arrow.names]
+            # only the paths: a checkpoint's other columns (statistics, partition values) can be most of it
+            table = checkpoint.read(columns=[f"{k}.path" for k in kinds]) if kinds else None
         found = []
-        for kind in ("add", "remove", "cdc"):
-            if kind in table.column_names:
-                found += [row["path"] for row in table.column(kind).to_pylist() if row and row.get("path")]
+        for kind in kinds:
+            found += [row["path"] for row in table.column(kind).to_pylist() if row and row.get("path")]
         return found
 
     def delete(self) -> None:

@@ -117,7 +117,6 @@ class JobRecord:
             raise failed(summary)
         return summary
 
-
     def _name_orphans(self) -> None:
         """A failed run: the data files it wrote that no commit names, per table (``orphan_files``)."""
         from sluice.storage.delta_log import unreferenced_files
