@@ -18,7 +18,8 @@ Cases so far (the numbering follows the performance issues):
   P4  Kafka -> Delta rows/s: `sluice run` (AvailableNow) / plain batch read kafka -> write delta goal >= 0.85
       at two scales, as P1
   P5  Airflow overhead: `airflow dags test` task wall - the spark-submit it ran (no new data)  goal <= 5 s
-      and the DAG folder's parse time with 50 specs                                            < 0.5 s/spec
+      and the pipelines DAG file's parse with 1,000 specs (P5_PARSE_SPECS)                     < 5 s
+      (also reported: the same file parsed as a task's process parses it, for its one DAG)
   P6  MERGE sink rows/s, 10% updates into a 1M-row table: `sluice run` / a plain batch MERGE   goal >= 0.85
   P7  P1's files -> Delta rows/s with the table, checkpoint and ledger on the local S3 server
       (SeaweedFS) / on local disk, both `sluice run`                                           goal >= 0.80
@@ -428,6 +429,8 @@ def case_p2() -> dict:
 # --- P5: what Airflow adds ---------------------------------------------------------------------------
 
 P5_SPECS = 50
+P5_PARSE_SPECS = 1000  # issue 42: a folder of a thousand specs parses in under 5 s (Airflow's timeout: 30 s)
+P5_PARSE_GOAL_S = 5.0
 
 
 def airflow_env(home: Path, pipelines: Path, lake: Path) -> dict[str, str]:
@@ -457,43 +460,57 @@ def _log_time(line: str) -> float:
     return datetime.fromisoformat(line.split()[0].replace("Z", "+00:00")).timestamp()
 
 
-def case_p5() -> dict:
-    """The Airflow task's wall time minus the spark-submit it ran (a run that finds no new data, through
-    `airflow dags test`), and the DAG folder's parse time with 50 specs."""
-    work = WORK / "p5"
-    shutil.rmtree(work, ignore_errors=True)
-    pipelines, lake, home = work / "pipelines", work / "lake", work / "airflow"
-    pipelines.mkdir(parents=True)
-    source = WORK / "data" / "p2"
-    json_files(source, 10, 1000)
-    for n in range(P5_SPECS):
-        spec = {"name": f"bench_p5_{n:02d}", "schedule": "@hourly",
+def p5_specs(folder: Path, count: int, source: Path) -> None:
+    """``count`` specs of the same shape as the sample's (an hourly schedule, a SQL transform, partitions)."""
+    folder.mkdir(parents=True)
+    for n in range(count):
+        spec = {"name": f"bench_p5_{n:04d}", "schedule": "@hourly",
                 "source": {"format": "json", "path": str(source), "schema": ORDERS_SCHEMA},
                 "transform": {"sql": "SELECT *, to_date(ts) AS day FROM source"},
-                "sink": {"path": f"p5/t{n:02d}", "partition_by": ["day"]}}
-        (pipelines / f"bench_p5_{n:02d}.yaml").write_text(json.dumps(spec), encoding="utf-8")
+                "sink": {"path": f"p5/t{n:04d}", "partition_by": ["day"]}}
+        (folder / f"bench_p5_{n:04d}.yaml").write_text(json.dumps(spec), encoding="utf-8")
+
+
+def case_p5() -> dict:
+    """The Airflow task's wall time minus the spark-submit it ran (a run that finds no new data, through
+    `airflow dags test`, 50 specs in the folder), and the pipelines DAG file's parse time with 1,000 specs:
+    as the DAG processor parses it (every DAG) and as a task's own process does (Airflow's parsing context
+    names the task's DAG)."""
+    work = WORK / "p5"
+    shutil.rmtree(work, ignore_errors=True)
+    pipelines, many, lake, home = work / "pipelines", work / "pipelines-1000", work / "lake", work / "airflow"
+    source = WORK / "data" / "p2"
+    json_files(source, 10, 1000)
+    p5_specs(pipelines, P5_SPECS, source)
+    p5_specs(many, P5_PARSE_SPECS, source)
     env = airflow_env(home, pipelines, lake)
     python = str(BIN / "python")
 
-    def run(*args: str) -> subprocess.CompletedProcess:
-        done = subprocess.run(list(args), capture_output=True, text=True, env=env, cwd=HOME)
+    def run(*args: str, extra: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+        done = subprocess.run(list(args), capture_output=True, text=True, env={**env, **(extra or {})}, cwd=HOME)
         if done.returncode != 0:
             raise RuntimeError(f"P5: {' '.join(args[:4])} failed:\n{(done.stdout + done.stderr)[-3000:]}")
         return done
 
     run(str(BIN / "airflow"), "db", "migrate")
     dags = str(HOME / "dags" / "sluice_pipelines.py")
-    parse = []
+
+    def parse_time(expected: int, extra: dict[str, str]) -> float:
+        count, took = run(python, "-c", _PARSE_TIME, dags, extra=extra).stdout.strip().splitlines()[-1].split()
+        if int(count) != expected:
+            raise RuntimeError(f"P5: the DAG file made {count} DAGs, not {expected}")
+        return float(took)
+
+    parse, task_parse = [], []
     for _ in range(REPEATS):
-        count, took = run(python, "-c", _PARSE_TIME, dags).stdout.strip().splitlines()[-1].split()
-        if int(count) != P5_SPECS:
-            raise RuntimeError(f"P5: the DAG file made {count} DAGs of {P5_SPECS} specs")
-        parse.append(float(took))
-    run(str(BIN / "sluice"), "run", "bench_p5_00")  # the data is in: the measured runs find nothing
+        parse.append(parse_time(P5_PARSE_SPECS, {"SLUICE_PIPELINES": str(many)}))
+        task_parse.append(parse_time(1, {"SLUICE_PIPELINES": str(many),
+                                         "_AIRFLOW_PARSING_CONTEXT_DAG_ID": "bench_p5_0500"}))
+    run(str(BIN / "sluice"), "run", "bench_p5_0000")  # the data is in: the measured runs find nothing
     tasks = []
     for n in range(REPEATS):
         log(f"P5: round {n + 1}/{REPEATS}")
-        done = run(str(BIN / "airflow"), "dags", "test", "bench_p5_00")
+        done = run(str(BIN / "airflow"), "dags", "test", "bench_p5_0000")
         lines = (done.stdout + done.stderr).splitlines()
         text = [x for x in lines if "run summary: " in x][-1].split("run summary: ", 1)[1]
         summary = json.loads(text[: text.rindex("}") + 1])
@@ -507,14 +524,19 @@ def case_p5() -> dict:
                       "overhead_s": round(task_s - summary["phases_s"]["spark_submit"], 3)})
     overhead = statistics.median(t["overhead_s"] for t in tasks)
     task_s = statistics.median(t["task_s"] for t in tasks)
-    per_spec = statistics.median(parse) / P5_SPECS
+    per_spec = statistics.median(parse) / P5_PARSE_SPECS
     return {
-        "sluice_figure": f"task {task_s:.1f} s, +{overhead:.1f} s over spark-submit; parse {per_spec * 1000:.0f} ms/spec",
+        "sluice_figure": f"task {task_s:.1f} s, +{overhead:.1f} s over spark-submit; {P5_PARSE_SPECS:,} specs parse "
+                         f"in {statistics.median(parse):.1f} s ({statistics.median(task_parse):.1f} s for a task)",
         "plain_figure": f"spark-submit {statistics.median(t['spark_submit_s'] for t in tasks):.1f} s",
         "ratio": round(task_s / statistics.median(t["spark_submit_s"] for t in tasks), 3),
         "overhead_s": overhead,
         "parse_s_per_spec": round(per_spec, 4),
+        "parse_specs": P5_PARSE_SPECS,
+        "parse_median_s": round(statistics.median(parse), 3),
         "parse_s": parse,
+        "task_parse_median_s": round(statistics.median(task_parse), 3),
+        "task_parse_s": task_parse,
         "tasks": tasks,
     }
 
@@ -695,8 +717,9 @@ CASES = {
            case_p3),
     "P4": ("Kafka -> Delta rows/s, sluice run / plain batch (fixed s + per-row µs: two scales)", 0.85, "min",
            case_p4),
-    # the goal is on seconds, not the ratio: task - spark-submit <= 5 s, and parse < 0.5 s per spec
-    "P5": ("Airflow task wall / the spark-submit it ran (no new data); DAG parse with 50 specs", 5.0, "seconds", case_p5),
+    # the goal is on seconds, not the ratio: task - spark-submit <= 5 s, and 1,000 specs parse in < 5 s
+    "P5": ("Airflow task wall / the spark-submit it ran (no new data); DAG parse with 1,000 specs", 5.0, "seconds",
+           case_p5),
     "P6": ("MERGE sink, 10% updates rows/s, sluice run / plain batch MERGE", 0.85, "min", case_p6),
     # also: a run that finds no new data, S3 / disk wall <= 1.5 (nodata_ratio)
     "P7": ("file -> Delta rows/s, table + checkpoint on the local S3 server / on local disk", 0.80, "min", case_p7),
@@ -709,7 +732,7 @@ CASES = {
 def goal_met(case: str, result: dict) -> bool:
     _, goal, direction, _ = CASES[case]
     if direction == "seconds":
-        return result["overhead_s"] <= goal and result["parse_s_per_spec"] < 0.5
+        return result["overhead_s"] <= goal and result.get("parse_median_s", float("inf")) < P5_PARSE_GOAL_S
     if direction == "max_seconds":
         return result["seconds"] <= goal
     met = result["ratio"] >= goal if direction == "min" else result["ratio"] <= goal
@@ -750,7 +773,7 @@ def goal_text(case: str, result: dict, sign: str | None) -> str:
     if case == "B1":
         return f"≤ {result['goal']:.0f} s (now {result['seconds']:.2f} s)"
     if sign is None:  # P5: seconds
-        return f"+≤ {result['goal']:.0f} s, < 0.5 s/spec"
+        return f"+≤ {result['goal']:.0f} s, 1,000 specs < {P5_PARSE_GOAL_S:.0f} s"
     if case == "P7":
         return f"{sign} {result['goal']:.2f}; no data ≤ 1.50 (now {result['nodata_ratio']:.2f})"
     return f"{sign} {result['goal']:.2f}"

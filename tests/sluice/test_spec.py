@@ -106,9 +106,12 @@ def test_missing_required_fields_are_each_reported():
 
 def test_yaml_syntax_error_names_the_file(tmp_path):
     path = tmp_path / "broken.yaml"
-    path.write_text("name: [unclosed\n")
-    with pytest.raises(SpecError, match=r"broken.yaml: not valid YAML"):
+    path.write_text("name: [unclosed\nsink: x\n")
+    with pytest.raises(SpecError, match=r"broken.yaml: not valid YAML") as caught:
         load_spec(path)
+    # read by libyaml first, the message is still the pure-Python parser's: the line and a caret under the fault
+    assert "expected ',' or ']', but got ':'" in str(caught.value)
+    assert "    sink: x\n        ^" in str(caught.value)
 
 
 def test_a_spec_that_is_not_a_mapping_is_refused(tmp_path):
