@@ -21,6 +21,9 @@ Cases so far (the numbering follows the performance issues):
       and the pipelines DAG file's parse with 1,000 specs (P5_PARSE_SPECS)                     < 5 s
       (also reported: the same file parsed as a task's process parses it, for its one DAG)
   P6  MERGE sink rows/s, 10% updates into a 1M-row table: `sluice run` / a plain batch MERGE   goal >= 0.85
+  P8  20 small pipelines due at once, all done: one `sluice run` of the 20 (one driver) / 20 `sluice run`s
+      (a spark-submit each, as many at once as the sluice pool's slots), with data and again without; wall
+      and the peak resident memory of their processes (BENCH_P8_ROUNDS, default 1)        goal <= 1/3 each
   P7  P1's files -> Delta rows/s with the table, checkpoint and ledger on the local S3 server
       (SeaweedFS) / on local disk, both `sluice run`                                           goal >= 0.80
       and a run that finds no new data: on the S3 server / on local disk (wall)                  goal <= 1.50
@@ -541,6 +544,137 @@ def case_p5() -> dict:
     }
 
 
+# --- P8: a fleet --------------------------------------------------------------------------------------
+
+P8_PIPELINES = 20
+P8_ROUNDS = int(os.environ.get("BENCH_P8_ROUNDS", "1"))  # ~12 min a round on 2 cores: one by default
+
+
+class PeakMemory:
+    """The largest total resident memory of some process trees, sampled every 0.2 s while it is entered (the
+    JVMs, their launchers and Python drivers: what the worker host holds for them)."""
+
+    def __init__(self) -> None:
+        self.roots: list[int] = []
+        self.peak_mb = 0.0
+        self._stop = False
+
+    def __enter__(self) -> PeakMemory:
+        import threading
+
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_) -> None:
+        self._stop = True
+        self._thread.join()
+
+    def _sample(self) -> None:
+        from sluice.process import descendants
+
+        while not self._stop:
+            total = 0
+            for root in list(self.roots):
+                for pid in [root, *descendants(root)]:
+                    try:
+                        status = Path(f"/proc/{pid}/status").read_text()
+                    except OSError:
+                        continue
+                    total += next((int(x.split()[1]) for x in status.splitlines() if x.startswith("VmRSS:")), 0)
+            self.peak_mb = max(self.peak_mb, total / 1024)
+            time.sleep(0.2)
+
+
+def case_p8() -> dict:
+    """Twenty small pipelines due at once (10 JSON files of 100 rows each), all done, then again with no new
+    data: one `sluice run` of the twenty (one driver runs them in turn) / twenty `sluice run`s, a spark-submit
+    each, as many at once as the sluice pool admits (SLUICE_POOL_SLOTS). Wall time and the peak resident
+    memory of all their processes; the goal is on both, with data and without."""
+    names = [f"bench_p8_{n:02d}" for n in range(P8_PIPELINES)]
+    for name in names:
+        json_files(WORK / "data" / "p8" / name, 10, 100)
+    slots = load_settings().pool_slots
+
+    def fresh(side: str) -> Path:
+        lake = WORK / f"p8-{side}"
+        shutil.rmtree(lake, ignore_errors=True)
+        (lake / "pipelines").mkdir(parents=True)
+        (lake / "lake").mkdir()
+        for name in names:
+            spec = {"name": name, "source": {"format": "json", "path": str(WORK / "data" / "p8" / name),
+                                             "schema": ORDERS_SCHEMA}}
+            (lake / "pipelines" / f"{name}.yaml").write_text(json.dumps(spec), encoding="utf-8")
+        return lake
+
+    def start(lake: Path, *targets: str) -> subprocess.Popen:
+        return subprocess.Popen([str(BIN / "sluice"), "run", *targets], stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL, text=True, env=env_for(lake))
+
+    def summaries(process: subprocess.Popen) -> list[dict]:
+        out, _ = process.communicate()
+        if process.returncode != 0:
+            raise RuntimeError(f"P8: {' '.join(process.args[2:4])}... exited {process.returncode}")
+        return [json.loads(line) for line in out.strip().splitlines()]
+
+    def separate(lake: Path) -> dict:
+        started, done = time.perf_counter(), []
+        with PeakMemory() as memory:
+            waiting, running = list(names), []
+            while waiting or running:
+                while waiting and len(running) < slots:
+                    running.append(start(lake, waiting.pop(0)))
+                    memory.roots.append(running[-1].pid)
+                finished = [p for p in running if p.poll() is not None]
+                for process in finished:
+                    running.remove(process)
+                    done += summaries(process)[-1:]
+                time.sleep(0.1)
+        return {"wall": round(time.perf_counter() - started, 2), "peak_mb": round(memory.peak_mb),
+                "rows": sum(s["input_rows"] for s in done)}
+
+    def together(lake: Path) -> dict:
+        started = time.perf_counter()
+        with PeakMemory() as memory:
+            process = start(lake, *names)
+            memory.roots.append(process.pid)
+            done = summaries(process)
+        return {"wall": round(time.perf_counter() - started, 2), "peak_mb": round(memory.peak_mb),
+                "rows": sum(s["input_rows"] for s in done)}
+
+    rounds = []
+    for n in range(P8_ROUNDS):
+        log(f"P8: round {n + 1}/{P8_ROUNDS} (twenty spark-submits, {slots} at once; then one driver)")
+        got = {}
+        for side, run in (("separate", separate), ("together", together)):
+            lake = fresh(side)
+            got[side] = {"data": run(lake), "no_data": run(lake)}
+            if (got[side]["data"]["rows"], got[side]["no_data"]["rows"]) != (P8_PIPELINES * 1000, 0):
+                raise RuntimeError(f"P8: {side} ingested {got[side]}, expected {P8_PIPELINES * 1000} rows then 0")
+        rounds.append(got)
+
+    def median(side: str, case: str, key: str) -> float:
+        return statistics.median(r[side][case][key] for r in rounds)
+
+    ratio = median("together", "data", "wall") / median("separate", "data", "wall")
+    nodata_ratio = median("together", "no_data", "wall") / median("separate", "no_data", "wall")
+    memory_ratio = median("together", "data", "peak_mb") / median("separate", "data", "peak_mb")
+    return {
+        "sluice_figure": f"one driver: {median('together', 'data', 'wall'):.0f} s, "
+                         f"{median('together', 'data', 'peak_mb'):.0f} MB; no data "
+                         f"{median('together', 'no_data', 'wall'):.0f} s",
+        "plain_figure": f"{P8_PIPELINES} spark-submits, {slots} at once: {median('separate', 'data', 'wall'):.0f} s, "
+                        f"{median('separate', 'data', 'peak_mb'):.0f} MB; no data "
+                        f"{median('separate', 'no_data', 'wall'):.0f} s",
+        "ratio": round(ratio, 3),
+        "nodata_ratio": round(nodata_ratio, 3),
+        "memory_ratio": round(memory_ratio, 3),
+        "slots": slots,
+        "rows": P8_PIPELINES * 1000,
+        "rounds_detail": rounds,
+    }
+
+
 # --- P6: MERGE sink ---------------------------------------------------------------------------------
 
 MERGE_SCHEMA = "id BIGINT, version INT, customer STRING, amount DOUBLE"
@@ -723,6 +857,9 @@ CASES = {
     "P6": ("MERGE sink, 10% updates rows/s, sluice run / plain batch MERGE", 0.85, "min", case_p6),
     # also: a run that finds no new data, S3 / disk wall <= 1.5 (nodata_ratio)
     "P7": ("file -> Delta rows/s, table + checkpoint on the local S3 server / on local disk", 0.80, "min", case_p7),
+    # also: with no new data, and the peak memory, each <= 1/3 (nodata_ratio, memory_ratio)
+    "P8": ("20 small pipelines due at once: one `sluice run` of all / 20 spark-submits (pool slots at once)", 1 / 3,
+           "max", case_p8),
     # the goal is on seconds: `sluice backlog` of 10,000 unseen files answers in under 2 s
     "B1": ("backlog of 10,000 unseen files: sluice backlog wall / plain Spark listing them", 2.0, "max_seconds",
            case_b1),
@@ -740,6 +877,8 @@ def goal_met(case: str, result: dict) -> bool:
         met = met and result["query_s"] < 1.0
     if case == "P7":
         met = met and result["nodata_ratio"] <= 1.5
+    if case == "P8":
+        met = met and result["nodata_ratio"] <= goal and result["memory_ratio"] <= goal
     return met
 
 
@@ -776,6 +915,9 @@ def goal_text(case: str, result: dict, sign: str | None) -> str:
         return f"+≤ {result['goal']:.0f} s, 1,000 specs < {P5_PARSE_GOAL_S:.0f} s"
     if case == "P7":
         return f"{sign} {result['goal']:.2f}; no data ≤ 1.50 (now {result['nodata_ratio']:.2f})"
+    if case == "P8":
+        return (f"≤ 0.33 in wall, no data ({result['nodata_ratio']:.2f}) and peak memory "
+                f"({result['memory_ratio']:.2f})")
     return f"{sign} {result['goal']:.2f}"
 
 

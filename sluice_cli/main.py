@@ -57,7 +57,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_validate)
 
     p = sub.add_parser("run", help="run a pipeline once: the same spark-submit its Airflow task runs")
-    p.add_argument("spec", metavar="SPEC", help="spec file or pipeline name")
+    p.add_argument("spec", metavar="SPEC", nargs="+",
+                   help="spec file or pipeline name; several: one driver runs them in turn (a JVM for all, a "
+                        "summary line each)")
     p.add_argument("--trigger", choices=["available_now", "once"], help="override the spec's trigger")
     p.add_argument("--dry-run", action="store_true",
                    help="report what the next run would ingest; the checkpoint and table are not touched")

@@ -72,16 +72,45 @@ def cmd_validate(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
-    spec_path = resolve_spec_path(args.spec, settings)
+    names = args.spec if isinstance(args.spec, list) else [args.spec]
+    if args.reset_checkpoint and (args.backfill_from or args.backfill_to):
+        print("sluice: --reset-checkpoint and --backfill-from/--backfill-to: choose one; a reset rebuilds the "
+              "whole table from the source, a backfill some days of it", file=sys.stderr)
+        return 2
+    jobs = []
+    for name in names:
+        made = _run_job(name, args, settings)
+        if isinstance(made, int):
+            return made
+        jobs.append(made)
+    if len({spec.identity for _, spec in jobs}) < len(jobs):
+        print("sluice: a pipeline is named twice: name each once", file=sys.stderr)
+        return 2
+    _apply_env(settings)
+
+    from sluice_airflow.kafka_connection import kafka_secret_env
+
+    from sluice.launch.launcher import lock_for
+
+    # a real run holds the pipeline's lock from before spark-submit to its end: a second run is refused at once;
+    # kafka_secret_env reads Airflow only for a spec that names a Kafka connection
+    locks = [lock_for(job, spec.identity, settings) for job, spec in jobs]
+    secrets = [kafka_secret_env(spec) for _, spec in jobs]
+    airflow_free = not any(getattr(spec.source, "connection", None) for _, spec in jobs)
+    if len(jobs) == 1:
+        (job, spec), = jobs
+        return _launch(job, spec, settings, locks[0], secret_env=secrets[0], airflow_free=airflow_free)
+    return _launch_group(jobs, settings, locks, secrets, airflow_free=airflow_free)
+
+
+def _run_job(name: str, args: argparse.Namespace, settings: Settings):
+    """The job request of one pipeline of ``sluice run``, and its spec; or the exit code of a refusal."""
+    spec_path = resolve_spec_path(name, settings)
     spec = load_spec(spec_path)
     for warning in spec.warnings():
         print(f"warning: {spec_path}: {warning}", file=sys.stderr)
     from sluice.contract.request import CLI_NAMES, RunRequestError, run_request
 
-    if args.reset_checkpoint and (args.backfill_from or args.backfill_to):
-        print("sluice: --reset-checkpoint and --backfill-from/--backfill-to: choose one; a reset rebuilds the "
-              "whole table from the source, a backfill some days of it", file=sys.stderr)
-        return 2
     backfill = bool(args.backfill_from or args.backfill_to)
     try:
         request = run_request(
@@ -93,20 +122,10 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     except RunRequestError as err:
         print(f"sluice: {spec.name}: {err}", file=sys.stderr)
         return 2
-    _apply_env(settings)
-
-    from sluice_airflow.kafka_connection import kafka_secret_env
-
     from sluice.contract import JobRequest
-    from sluice.launch.launcher import lock_for
 
     run_id = "cli__" + datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S") + f"_{os.getpid()}"
-    job = JobRequest(spec_path=str(spec_path), run_id=run_id, run=request)
-    # a real run holds the pipeline's lock from before spark-submit to its end: a second run is refused at once
-    lock = lock_for(job, spec.identity, settings)
-    # kafka_secret_env reads Airflow only for a spec that names a Kafka connection
-    return _launch(job, spec, settings, lock, secret_env=kafka_secret_env(spec),
-                   airflow_free=not getattr(spec.source, "connection", None))
+    return JobRequest(spec_path=str(spec_path), run_id=run_id, run=request), spec
 
 
 def cmd_maintain(args: argparse.Namespace, settings: Settings) -> int:
@@ -162,6 +181,49 @@ def _launch(job, spec, settings: Settings, lock, *, secret_env=None, airflow_fre
             print(f"schema: inferred from {sample}, {kept}: {inferred['ddl']}", file=sys.stderr)
     print(json.dumps(data))
     return 0 if summary.succeeded else 1
+
+
+def _launch_group(jobs, settings: Settings, locks, secrets, *, airflow_free: bool) -> int:
+    """Several pipelines in one driver (:func:`sluice.launch.launcher.launch_group`): a summary line each on
+    stdout, in the order named; exit 0 if every one succeeded, else 1."""
+    from sluice.launch.launcher import JobFailed, launch_group, subprocess_submit
+    from sluice.launch.submit import (
+        GroupRefused,
+        build_plan,
+        env_spark_master,
+        group_plan,
+    )
+
+    master = env_spark_master(settings.spark_conn_id) if airflow_free else None
+    if master is None:
+        from sluice_airflow.spark_connection import require_spark_connection
+
+        require_spark_connection(settings.spark_conn_id)
+    submit = subprocess_submit(master) if master is not None else _airflow_submit
+    with tempfile.TemporaryDirectory(prefix="sluice-run-") as tmp:
+        plans = []
+        for n, ((job, spec), secret_env) in enumerate(zip(jobs, secrets, strict=True)):
+            (Path(tmp) / str(n)).mkdir()
+            plans.append(build_plan(job, spec, settings, workdir=Path(tmp) / str(n), secret_env=secret_env))
+        try:
+            group_plan(plans)  # said before any lock is taken
+        except GroupRefused as refused:
+            print(f"sluice: {refused}", file=sys.stderr)
+            return 2
+        outcomes = launch_group(plans, locks, submit)
+    code = 0
+    for (job, spec), outcome in zip(jobs, outcomes, strict=True):
+        if isinstance(outcome, JobFailed):
+            code = 1
+            if outcome.summary is None or outcome.refused_here:
+                print(f"sluice: {outcome}", file=sys.stderr)
+            if outcome.summary is None:
+                continue
+            outcome = outcome.summary
+        for warning in quality_warnings(outcome):
+            print(f"warning: {spec.name}: {warning}", file=sys.stderr)
+        print(json.dumps(outcome.to_json()), flush=True)
+    return code
 
 
 def _airflow_submit(plan) -> None:

@@ -160,6 +160,9 @@ class Summary(BaseModel):
     ledger_pending: str | None = None
     """The spool file holding the row that could not be appended (``ledger_error`` says why): the next run that
     appends to the ledger records it, marked ``recorded_late``."""
+    shared_driver: dict[str, Any] | None = None
+    """A job of a group (``sluice run A B ...``: one driver runs them in turn): the Spark application's id,
+    how many jobs it ran, and this job's place among them (from 1)."""
     _keys: list[str] = PrivateAttr(default_factory=list)
     """The keys in the order the driver wrote them (the Airflow UI shows an XCom value's first keys)."""
 

@@ -88,6 +88,46 @@ def launch(plan: SubmitPlan, lock: Any, submit: Callable[[SubmitPlan], None]) ->
     return summary
 
 
+def launch_group(plans: list[SubmitPlan], locks: list[Any], submit: Callable[[SubmitPlan], None]) -> list[
+        Summary | JobFailed]:
+    """Several jobs in one driver (:func:`sluice.launch.submit.group_plan`): each job's lock is taken first (a
+    busy pipeline is refused alone, as :func:`launch` refuses it), the jobs that hold theirs run in one
+    spark-submit, and each one's outcome comes back in the order given: its summary, or the :class:`JobFailed`
+    that :func:`launch` would have raised for it."""
+    from sluice.launch.submit import group_plan
+
+    requested = time.time()
+    outcomes: dict[int, Summary | JobFailed] = {}
+    with contextlib.ExitStack() as held:
+        going = []
+        for n, (plan, lock) in enumerate(zip(plans, locks, strict=True)):
+            try:
+                check_reachable(plan.object_store_uris)
+                held.enter_context(lock)
+                going.append(n)
+            except (PipelineBusy, ObjectStoreError) as refused:
+                outcomes[n] = JobFailed(str(refused), record_refusal(plan, str(refused), requested),
+                                        refused_here=True)
+        started = time.monotonic()
+        failure: BaseException | None = None
+        if going:
+            try:
+                submit(group_plan([plans[n] for n in going]))
+            except Exception as err:  # noqa: BLE001 - each job's summary says whether it failed
+                failure = err
+        for n in going:
+            plan = plans[n]
+            summary = plan.read_summary()
+            if summary is None:
+                outcomes[n] = JobFailed(f"{plan.what} of {plan.pipeline} wrote no summary: the shared driver ended "
+                                        f"before it ({failure or 'see the Spark output above'})", None, failure)
+                continue
+            summary.note_phase("spark_submit", time.monotonic() - started)
+            outcomes[n] = (summary if summary.succeeded
+                           else JobFailed(f"{plan.what} of {plan.pipeline} failed: {summary.error}", summary, failure))
+    return [outcomes[n] for n in range(len(plans))]
+
+
 def record_refusal(plan: SubmitPlan, error: str, started: float) -> Summary | None:
     """The summary of a job the launcher refused, its row appended to the ledger as every run's is (unless the
     job writes none); None for a plan that does not say where its job writes (built by hand)."""

@@ -204,3 +204,39 @@ def spark_submit_command(plan: SubmitPlan, master: str) -> list[str]:
     if plan.name:
         cmd += ["--name", plan.name]
     return [*cmd, plan.application, *plan.application_args]
+
+
+class GroupRefused(ValueError):
+    """Jobs that cannot share one driver (their Spark settings differ): the message says which, and what to do."""
+
+
+def group_plan(plans: list[SubmitPlan]) -> SubmitPlan:
+    """One spark-submit for several jobs of the same kind: one driver runs them in turn
+    (:func:`spark_jobs.driver.job.main` with a ``--request`` each). Their Spark settings, jars and connection
+    must be the same (a session has one set); their environments are merged (a Kafka secret of each)."""
+    first = plans[0]
+    for plan in plans[1:]:
+        if plan.application != first.application:
+            raise GroupRefused(f"{first.pipeline} and {plan.pipeline} are jobs of different kinds: run them apart")
+        for what, mine, theirs in (("Spark settings", first.conf, plan.conf), ("jars", first.jars, plan.jars),
+                                   ("Spark connection", first.conn_id, plan.conn_id)):
+            if mine != theirs:
+                differ = sorted(k for k in {*mine, *theirs} if mine.get(k) != theirs.get(k)) \
+                    if isinstance(mine, dict) else [what]
+                raise GroupRefused(
+                    f"{first.pipeline} and {plan.pipeline} cannot share a driver: their {what} differ "
+                    f"({', '.join(differ[:5])}); run them apart, or give them the same spark_conf")
+    env: dict[str, str] = {}
+    for plan in plans:
+        for key, value in plan.env_vars.items():
+            if key in env and env[key] != value:
+                raise GroupRefused(f"{plan.pipeline} needs {key} set otherwise than another pipeline of the group: "
+                                   "run it apart")
+            env[key] = value
+    args = [arg for plan in plans for arg in plan.application_args]
+    return SubmitPlan(
+        application=first.application, application_args=args, conf=first.conf, jars=first.jars,
+        name=f"{first.name}-and-{len(plans) - 1}-more", conn_id=first.conn_id, env_vars=env, job=None,
+        pipeline=", ".join(plan.pipeline for plan in plans),
+        object_store_uris=sorted({uri for plan in plans for uri in plan.object_store_uris}),
+    )

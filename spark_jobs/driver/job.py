@@ -2,6 +2,7 @@
 
     spark-submit ... spark_jobs/run_pipeline.py --request REQUEST.json     (a run: spark_jobs.run.runner)
     spark-submit ... spark_jobs/maintain.py --request REQUEST.json         (maintenance: spark_jobs.run.maintenance)
+    spark-submit ... spark_jobs/run_pipeline.py --request A.json --request B.json ...   (a group: one driver)
 
 The request file is a :class:`sluice.contract.JobRequest` written by the launcher (``sluice run``, the
 Airflow task). The JSON summary is the LAST line of stdout, and is written to the request's ``summary_file``,
@@ -143,46 +144,71 @@ Body = Callable[[Any, PipelineSpec, Settings, JobRequest], Summary]
 
 
 def main(argv: list[str], body: Body, *, what: str = "run") -> int:
-    """The driver: read the request, start the session, run ``body``, write and print the summary."""
+    """The driver: read the request(s), start the session, run ``body`` for each, write and print each summary.
+
+    Several ``--request`` files make a group: one JVM and one SparkContext run the jobs one after another,
+    each with its own spec, lock, checkpoint, table, ledger row and summary (a job that fails fails alone);
+    the exit code is 1 if any failed. Each job of a group has a SparkSession of its own (``newSession``: its
+    own SQL settings, temporary views, functions) over the one SparkContext. A bad request or spec stops the
+    driver before any job starts."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--request", required=True, type=Path, help="the job's request file (JSON)")
+    parser.add_argument("--request", required=True, type=Path, action="append",
+                        help="a job's request file (JSON); given several times, one driver runs them in turn")
     args = parser.parse_args(argv)
-    try:
-        job = JobRequest.read(args.request)
-    except (OSError, ValueError) as err:
-        print(f"sluice: cannot read the job request {args.request}: {err}", file=sys.stderr)
-        return 2
-    try:
-        spec = load_spec(job.spec_path)
-    except SpecError as err:
-        print(f"sluice: invalid spec\n{err}", file=sys.stderr)
-        return 2
+    jobs: list[tuple[JobRequest, PipelineSpec]] = []
+    for path in args.request:
+        try:
+            job = JobRequest.read(path)
+        except (OSError, ValueError) as err:
+            print(f"sluice: cannot read the job request {path}: {err}", file=sys.stderr)
+            return 2
+        try:
+            jobs.append((job, load_spec(job.spec_path)))
+        except SpecError as err:
+            print(f"sluice: invalid spec\n{err}", file=sys.stderr)
+            return 2
 
     from spark_jobs.driver.session import (
-        get_session,  # after the spec is valid: a bad spec fails without a JVM
+        get_session,  # after the specs are valid: a bad spec fails without a JVM
     )
 
     watch_launcher()
     mark = time.monotonic()
-    spark = get_session(app_name=f"sluice-{'maintain-' if job.kind == 'maintain' else ''}{spec.name}")
+    first_job, first_spec = jobs[0]
+    name = f"{'maintain-' if first_job.kind == 'maintain' else ''}{first_spec.name}"
+    spark = get_session(app_name=f"sluice-{name}" + (f"-and-{len(jobs) - 1}-more" if len(jobs) > 1 else ""))
     spark.sparkContext.setLogLevel("WARN")
     session_s = round(time.monotonic() - mark, 3)
     code = 0
     try:
-        summary = body(spark, spec, load_settings(), job)
-    except JobFailed as failed:
-        summary, code = failed.summary, 1
-        print(f"sluice: {what} of {spec.name} failed: {summary.error}", file=sys.stderr)
+        for position, (job, spec) in enumerate(jobs):
+            # a job of a group gets a session of its own over the shared JVM and SparkContext: its own SQL
+            # settings, temporary views (a transform's lookup tables), functions and query listeners, as in
+            # a driver of its own
+            session = spark.newSession() if len(jobs) > 1 else spark
+            try:
+                summary = body(session, spec, load_settings(), job)
+            except JobFailed as failed:
+                summary, code = failed.summary, 1
+                print(f"sluice: {what} of {spec.name} failed: {summary.error}", file=sys.stderr)
+            # the JVM and SparkSession start, before the first job began (not in duration_s)
+            summary.note_phase("session", session_s if position == 0 else 0.0)
+            if len(jobs) > 1:
+                summary.shared_driver = {"app_id": spark.sparkContext.applicationId, "jobs": len(jobs),
+                                         "position": position + 1}
+            _write(job, summary)
     finally:
         spark.stop()
-    # the JVM and SparkSession start, before the job began (not in duration_s)
-    summary.note_phase("session", session_s)
+    return code
+
+
+def _write(job: JobRequest, summary: Summary) -> None:
+    """The summary to the request's summary file (how the launcher reads it back) and as a line of stdout."""
     text = json.dumps(summary.to_json())
     if job.summary_file:
         Path(job.summary_file).parent.mkdir(parents=True, exist_ok=True)
         Path(job.summary_file).write_text(text, encoding="utf-8")
     print(text, flush=True)
-    return code
 
 
 def watch_launcher() -> None:

@@ -200,3 +200,31 @@ def test_a_sluice_spark_conf_that_is_no_json_object_of_settings_is_refused_showi
     assert main(["status", "x"]) == 2
     assert capsys.readouterr().err == (f"sluice: {message}e.g. SLUICE_SPARK_CONF='{{\"spark.driver.memory\": "
                                        "\"4g\"}', or unset it\n")
+
+
+def test_a_group_is_one_spark_submit_with_a_request_each_and_refuses_what_one_session_cannot_hold(lake, tmp_path):
+    from sluice.launch.submit import GroupRefused, group_plan
+
+    def plan(name: str, **more):
+        (tmp_path / name).mkdir()
+        return build_plan(run_job(spec_path=f"{name}.yaml", run_id="r"), make_spec(orders_spec(name=name, **more)),
+                          lake, workdir=tmp_path / name, secret_env={f"SECRET_{name.upper()}": "x"})
+
+    one, two = plan("one"), plan("two")
+    group = group_plan([one, two])
+    assert group.application_args == ["--request", str(tmp_path / "one" / "request.json"),
+                                      "--request", str(tmp_path / "two" / "request.json")]
+    assert (group.conf, group.jars, group.name) == (one.conf, one.jars, "sluice-one-and-1-more")
+    assert group.env_vars["SECRET_ONE"] == group.env_vars["SECRET_TWO"] == "x"  # each member's environment
+    with pytest.raises(GroupRefused, match=r"one and three cannot share a driver: their Spark settings differ "
+                                           r"\(spark\.sql\.shuffle\.partitions\); run them apart"):
+        group_plan([one, plan("three", spark_conf={"spark.sql.shuffle.partitions": 3})])
+    clash = build_plan(run_job(spec_path="four.yaml", run_id="r"), make_spec(orders_spec(name="four")), lake,
+                       workdir=tmp_path / "two", secret_env={"SECRET_ONE": "y"})
+    with pytest.raises(GroupRefused, match=r"four needs SECRET_ONE set otherwise than another pipeline"):
+        group_plan([one, clash])
+    (tmp_path / "m").mkdir()
+    maintain = build_plan(maintain_job(spec_path="m.yaml", run_id="m", dry_run=True), make_spec(orders_spec(name="m")),
+                          lake, workdir=tmp_path / "m")
+    with pytest.raises(GroupRefused, match=r"one and m are jobs of different kinds"):
+        group_plan([one, maintain])
