@@ -148,17 +148,12 @@ def cmd_maintain(args: argparse.Namespace, settings: Settings) -> int:
 def _launch(job, spec, settings: Settings, lock, *, secret_env=None, airflow_free: bool = True) -> int:
     """Launch the job (:func:`sluice.launch.launcher.launch`); print its summary as the last stdout line. Exit 0 if
     it succeeded, else 1 (the summary, when the driver wrote one, is printed all the same)."""
-    from sluice.launch.launcher import JobFailed, launch, subprocess_submit
-    from sluice.launch.submit import build_plan, env_spark_master
+    from sluice.launch.launcher import JobFailed, launch
+    from sluice.launch.submit import build_plan
 
     # Without an Airflow connection to read (the Spark master defined in the environment, as the project
     # does; no Kafka connection named in the spec), the command is built here and Airflow is not imported.
-    master = env_spark_master(settings.spark_conn_id) if airflow_free else None
-    if master is None:
-        from sluice_airflow.spark_connection import require_spark_connection
-
-        require_spark_connection(settings.spark_conn_id)
-    submit = subprocess_submit(master) if master is not None else _airflow_submit
+    submit = _submitter(settings, airflow_free)
     with tempfile.TemporaryDirectory(prefix=f"sluice-{'maintain' if job.kind == 'maintain' else 'run'}-") as tmp:
         plan = build_plan(job, spec, settings, workdir=Path(tmp), secret_env=secret_env)
         try:
@@ -183,23 +178,27 @@ def _launch(job, spec, settings: Settings, lock, *, secret_env=None, airflow_fre
     return 0 if summary.succeeded else 1
 
 
-def _launch_group(jobs, settings: Settings, locks, secrets, *, airflow_free: bool) -> int:
-    """Several pipelines in one driver (:func:`sluice.launch.launcher.launch_group`): a summary line each on
-    stdout, in the order named; exit 0 if every one succeeded, else 1."""
-    from sluice.launch.launcher import JobFailed, launch_group, subprocess_submit
-    from sluice.launch.submit import (
-        GroupRefused,
-        build_plan,
-        env_spark_master,
-        group_plan,
-    )
+def _submitter(settings: Settings, airflow_free: bool):
+    """How the plan's spark-submit runs: a plain subprocess when the Spark master is defined in the environment
+    and nothing needs Airflow, else through Airflow's hook (the connection checked first)."""
+    from sluice.launch.launcher import subprocess_submit
+    from sluice.launch.submit import env_spark_master
 
     master = env_spark_master(settings.spark_conn_id) if airflow_free else None
     if master is None:
         from sluice_airflow.spark_connection import require_spark_connection
 
         require_spark_connection(settings.spark_conn_id)
-    submit = subprocess_submit(master) if master is not None else _airflow_submit
+    return subprocess_submit(master) if master is not None else _airflow_submit
+
+
+def _launch_group(jobs, settings: Settings, locks, secrets, *, airflow_free: bool) -> int:
+    """Several pipelines in one driver (:func:`sluice.launch.launcher.launch_group`): a summary line each on
+    stdout, in the order named; exit 0 if every one succeeded, else 1."""
+    from sluice.launch.launcher import JobFailed, launch_group
+    from sluice.launch.submit import GroupRefused, build_plan, group_plan
+
+    submit = _submitter(settings, airflow_free)
     with tempfile.TemporaryDirectory(prefix="sluice-run-") as tmp:
         plans = []
         for n, ((job, spec), secret_env) in enumerate(zip(jobs, secrets, strict=True)):
