@@ -15,7 +15,7 @@ STAMPS := var/stamps
 export SPARK_LOCAL_IP := 127.0.0.1
 export PYSPARK_PYTHON := $(CURDIR)/$(BIN)/python
 
-.PHONY: help install venv jars airflow-db demo test test-fast bench lock lint docs chaos chaos-jar sluice-jar jvm-archive clean clean-cache clean-data airflow-standalone kafka-up kafka-down s3-server s3-up s3-down stack stack-down system-packages
+.PHONY: help install setup venv jars airflow-db demo test test-fast bench lock lint docs chaos chaos-jar sluice-jar jvm-archive clean clean-cache clean-data airflow-standalone kafka-up kafka-down s3-server s3-up s3-down stack stack-down system-packages
 
 help:
 	@echo "make demo    install everything, ingest sample data twice through Airflow, show the table"
@@ -98,9 +98,10 @@ $(STAMPS)/jvm-archive: $(STAMPS)/venv $(STAMPS)/jars $(STAMPS)/sluice-jar spark_
 # The local S3 server (SeaweedFS), built once per version from its pinned Go module into the user's build cache
 # (~/.cache/sluice/seaweedfs, keyed by module version, Go version and flags; devservices/build_cache.py) and copied to
 # var/bin/weed: ~7 min the first time on a machine, with ~4 GB of Go caches in var/go (deleted after the build);
-# a second clone copies the checked binary. Skipped while the pinned binary is in var/bin.
-s3-server: $(STAMPS)/venv
-	$(BIN)/python -m devservices.s3_server build
+# a second clone copies the checked binary. Skipped while the pinned binary is in var/bin. The builder needs only
+# Python's standard library: it runs on $(PYTHON), so `make setup` starts it before the virtualenv is made.
+s3-server:
+	$(PYTHON) -m devservices.s3_server build
 
 airflow-db: $(STAMPS)/airflow-db
 $(STAMPS)/airflow-db: $(STAMPS)/venv
@@ -108,6 +109,13 @@ $(STAMPS)/airflow-db: $(STAMPS)/venv
 	@touch $@
 
 install: venv jars sluice-jar chaos-jar jvm-archive airflow-db system-packages
+
+# The whole set-up of `make test`, `make bench` and `make chaos`, its steps side by side where they may be: the
+# SeaweedFS build (Go: minutes of CPU on a fresh machine) runs while the jars download, the Debian packages
+# install and the JVM class archive's warm-up run runs. SETUP_JOBS=1: one step after another.
+SETUP_JOBS ?= 4
+setup:
+	@$(MAKE) --no-print-directory -j$(SETUP_JOBS) --output-sync=line install s3-server
 
 # --- the two commands ---------------------------------------------------------------------------
 
@@ -123,19 +131,19 @@ PYTEST_WORKERS ?= 2
 PYTEST := $(BIN)/python -m pytest $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist worksteal)
 
 # Every test but those marked chaos (many kill rounds: `make chaos` runs them).
-test: install s3-server
+test: setup
 	$(PYTEST) -m "not chaos"
 
-bench: install s3-server
+bench: setup
 	$(BIN)/python -m bench.run_bench
 
 # The suite's chaos tests (every kill point, local and in a bucket), then kill runs at random moments, 50 rounds
 # per pipeline (files, Kafka, MERGE); 0 lost / 0 duplicated or exit 1.
-chaos: install s3-server
+chaos: setup
 	$(PYTEST) -m chaos
 	$(BIN)/python -m bench.chaos --rounds $${CHAOS_ROUNDS:-50} --storage $${CHAOS_STORAGE:-local} $${CHAOS_ARGS:---parallel}
 
-test-fast: install s3-server
+test-fast: setup
 	$(PYTEST) -m "not e2e and not chaos"
 
 # --- running things by hand ------------------------------------------------------------------------
@@ -157,7 +165,7 @@ system-packages:
 	    $$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q $$missing; fi
 
 # The sample DAGs run on their schedules once it is up: a first drop of sample data lands if the lake has none.
-stack: install s3-server
+stack: setup
 	$(BIN)/sluice stack up
 	@eval "$$($(BIN)/sluice stack env)" && $(BIN)/python include/generate_sample_data.py --drop 1 --if-empty \
 	  --kafka "127.0.0.1:$${SLUICE_KAFKA_PORT:-9092}"

@@ -176,3 +176,15 @@ def test_sluice_settings_are_read_from_the_environment_in_one_place():
     found += [f"{path.relative_to(PROJECT)}:{n}" for path in (PROJECT / "dags").glob("*.py")
               for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if read.search(line)]
     assert found == []
+
+
+def test_the_s3_server_builder_runs_on_the_standard_library_alone():
+    """`make setup` starts the SeaweedFS build with the system Python before the virtualenv exists (Makefile,
+    s3-server): devservices.s3_server and what it imports must need nothing from site-packages."""
+    import subprocess
+    import sys
+
+    project = Path(__file__).resolve().parent.parent
+    done = subprocess.run([sys.executable, "-S", "-c", "import devservices.s3_server"], cwd=project,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr

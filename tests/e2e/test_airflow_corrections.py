@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import time
 
 import pytest
 
@@ -93,7 +94,7 @@ def test_an_airflow_backfill_upstream_is_rebuilt_down_the_chain_by_asset_trigger
 
     def settled(expected_gold: list[tuple], after: dict[str, set[str]] | None = None):
         """Every run of the three DAGs finished, gold holds what is expected, each DAG has a run not in
-        ``after``, and nothing changed since the previous look (a later Asset event may start one more run)."""
+        ``after``, and the runs listed have not changed for 10 s (a later Asset event may start one more run)."""
         runs = {dag: dag_runs(api, dag) for dag in NAMES.values()}
         if any(r is None for r in runs.values()) or not runs[NAMES["bronze"]]:  # bronze's scheduled run is there
             return None
@@ -105,12 +106,14 @@ def test_an_airflow_backfill_upstream_is_rebuilt_down_the_chain_by_asset_trigger
         if table(NAMES["gold"]) != expected_gold:
             return None
         seen = {dag: sorted(r["dag_run_id"] for r in found) for dag, found in runs.items()}
-        stable, last["seen"] = last.get("seen") == seen, seen
-        return runs if stable else None
+        if last.get("seen") != seen:
+            last.update(seen=seen, since=time.monotonic())
+        # unchanged for 10 s: an Asset event's run would have been created by then
+        return runs if time.monotonic() - last["since"] >= 10 else None
 
     # the scheduler's own run of bronze (catchup off: the latest day) finds nothing new: no Asset event, silver
     # and gold do not run
-    runs = wait_for("bronze's scheduled run", lambda: settled(INITIAL_GOLD), 900, log, every=10)
+    runs = wait_for("bronze's scheduled run", lambda: settled(INITIAL_GOLD), 900, log, every=3)
     assert all(run["state"] == "success" for found in runs.values() for run in found), runs
     assert [len(runs[NAMES[n]]) for n in ("bronze", "silver", "gold")] == [1, 0, 0], runs
     before = {dag: {run["dag_run_id"] for run in found} for dag, found in runs.items()}
@@ -124,7 +127,7 @@ def test_an_airflow_backfill_upstream_is_rebuilt_down_the_chain_by_asset_trigger
     planned = api.post("/api/v2/backfills/dry_run", body)
     assert sorted(r["logical_date"][:10] for r in planned["backfills"]) == ["2026-11-01", "2026-11-02"], planned
     api.run_backfill(body, "the backfill to complete", 900, log)
-    runs = wait_for("silver and gold to follow the backfill", lambda: settled(FIXED_GOLD, before), 900, log, every=10)
+    runs = wait_for("silver and gold to follow the backfill", lambda: settled(FIXED_GOLD, before), 900, log, every=3)
     new = {dag: [run for run in found if run["dag_run_id"] not in before[dag]] for dag, found in runs.items()}
     # every run succeeded; the backfill made one run per day, each day's Asset event started silver
     assert all(run["state"] == "success" for found in new.values() for run in found), new

@@ -1,6 +1,8 @@
-"""Twenty pipelines due at the same minute, on a running Airflow (`airflow standalone`) whose parallelism is
-above the sluice pool's slots: Airflow's own admission control (the pool every sluice task takes a slot of)
-never lets more spark-submits run at once than the pool's slots, and every run succeeds."""
+"""Three times as many pipelines as the sluice pool has slots, due at the same minute, on a running Airflow
+(`airflow standalone`) whose parallelism is above the pool's slots: Airflow's own admission control (the pool
+every sluice task takes a slot of) never lets more spark-submits run at once than the pool's slots, the slots
+are used side by side, and every run succeeds. (It was twenty pipelines, ten rounds of the two slots: three
+rounds assert the same, in a third of the spark-submits; a fleet of twenty is measured in make bench P8.)"""
 
 from __future__ import annotations
 
@@ -14,8 +16,8 @@ from tests.e2e.conftest import wait_for
 from tests.e2e.live_airflow import Api, airflow_standalone
 from tests.helpers import orders_spec, write_spec
 
-FLEET = [f"fleet_{n:02d}" for n in range(20)]
 SLOTS = 2  # the suite's SLUICE_POOL_SLOTS (tests/conftest.py): the pool the migrated DB was created with
+FLEET = [f"fleet_{n:02d}" for n in range(3 * SLOTS)]
 
 
 def most_at_once(spans: list[tuple[datetime, datetime]]) -> int:
@@ -35,16 +37,15 @@ def test_most_at_once_counts_overlaps_only():
     assert most_at_once([(t[0], t[1]), (t[1], t[2])]) == 1
 
 
-@pytest.mark.timeout(1800)  # 20 spark-submits, two at a time
-def test_twenty_pipelines_due_at_once_run_no_more_spark_submits_at_once_than_the_pool_has_slots(lake, tmp_path,
-                                                                                              airflow_db):
+@pytest.mark.timeout(1200)  # 6 spark-submits, two at a time
+def test_a_fleet_due_at_once_runs_no_more_spark_submits_at_once_than_the_pool_has_slots(lake, tmp_path, airflow_db):
     # Airflow's parallelism well above the pool: only the pool holds the spark-submits back
     with airflow_standalone(tmp_path, airflow_db, {"AIRFLOW__CORE__PARALLELISM": "16",
                                                    "AIRFLOW__CORE__MAX_ACTIVE_TASKS_PER_DAG": "16"}) as (env, log):
         api = wait_for("the Airflow API", lambda: Api.connect(env), 300, log, every=2)
         pool = wait_for("the sluice pool", lambda: api.poll("/api/v2/pools/sluice"), 120, log)
         assert pool["slots"] == SLOTS, pool
-        # the specs land once Airflow answers: the DAG processor's next parse makes the 20 DAGs at once, and
+        # the specs land once Airflow answers: the DAG processor's next parse makes the fleet's DAGs at once, and
         # their runs start on a running Airflow (one queued while its API starts fails and waits for its retry)
         for n, name in enumerate(FLEET):
             (lake.lake_root / "landing" / name).mkdir(parents=True)  # nothing landed: each run a driver's start
@@ -62,7 +63,7 @@ def test_twenty_pipelines_due_at_once_run_no_more_spark_submits_at_once_than_the
             return found
 
         # each DAG's scheduled run of its latest day (catchup off) is due as soon as the DAG is parsed
-        runs = wait_for("the 20 scheduled runs to finish", finished, 1500, log, every=5)
+        runs = wait_for("the fleet's scheduled runs to finish", finished, 900, log, every=5)
         assert {name: [r["state"] for r in found] for name, found in runs.items()} == {n: ["success"] for n in FLEET}
         spans = []
         for name, (run,) in runs.items():

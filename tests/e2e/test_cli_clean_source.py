@@ -1,7 +1,7 @@
 """source.clean_source through `sluice run` (spark-submit): a driver halted -- as kill -9 would, by the
 fault-injecting file system of the chaos tests -- after the sink's Delta commit and before the checkpoint's
-commits/0 moves no file; the next run commits the batch without writing it twice, then archives the file, and
-the ledger says so."""
+commits/0 moves no file; the next run (made in-process: the halted one is the process this test is about) commits
+the batch without writing it twice, then archives the file, and the ledger says so."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ import subprocess
 
 from bench.chaos import HALT_ENV, HALT_LINE, chaos_jar, chaos_spark_conf
 from sluice.operations.ledger import latest_runs
-from tests.e2e.conftest import BIN, last_json_line
-from tests.helpers import orders_spec, write_orders, write_spec
+from tests.e2e.conftest import BIN
+from tests.helpers import orders_spec, run_here, write_orders, write_spec
 
 
-def test_a_run_killed_between_its_commits_archives_nothing_and_the_next_run_archives_once(lake):
+def test_a_run_killed_between_its_commits_archives_nothing_and_the_next_run_archives_once(lake, spark):
     spec = orders_spec(spark_conf=chaos_spark_conf())
     spec["source"]["clean_source"] = {"mode": "archive", "archive_dir": "archive/orders", "retention": 0}
     spec_path = write_spec(lake.pipelines_dir, spec)
@@ -35,10 +35,9 @@ def test_a_run_killed_between_its_commits_archives_nothing_and_the_next_run_arch
     assert not (checkpoint / "commits" / "0").exists()
     assert landed.read_text() == content and not archive.exists()  # the table has the rows: the file stays
 
-    again = sluice_run()
+    summary = run_here(spark, lake, spec_path, run_id="after-kill")  # the next run, in-process
 
-    assert again.returncode == 0, again.stderr[-3000:]
-    summary = last_json_line(again.stdout)
+    assert summary["status"] == "succeeded", summary["error"]
     assert (summary["skipped_batches"], summary["input_rows"], summary["output_rows"]) == ([0], 0, 0)
     assert summary["cleaned_files"] == {
         "mode": "archive", "retention": "0s", "archive_dir": str(archive), "count": 1, "paths": [str(landed)],

@@ -80,7 +80,7 @@ def test_a_lost_checkpoint_is_refused_and_reset_checkpoint_rebuilds_the_table_fr
     spec_path = write_spec(lake.pipelines_dir, orders_spec())
     landing = lake.lake_root / "landing" / "orders"
     write_orders(landing, "a.json", range(0, 10))
-    first = run_here(spark, lake, spec_path)  # the set-up run, in-process: the refusal is the later process's
+    first = run_here(spark, lake, spec_path)  # the set-up run
     assert first["status"] == "succeeded", first["error"]
     table, checkpoint = first["sink"], Path(first["checkpoint"])
 
@@ -89,9 +89,9 @@ def test_a_lost_checkpoint_is_refused_and_reset_checkpoint_rebuilds_the_table_fr
     write_orders(landing, "b.json", range(10, 15))
 
     # When a plain run starts, Then it is refused: it would ingest the whole source again into the full table
-    refused = sluice("run", str(spec_path))
-    assert refused.returncode == 1
-    summary = last_json_line(refused.stdout)
+    # (in-process: the driver refuses, and a driver's failure through `sluice run` -- exit 1, the summary as the
+    # last line -- is test_sluice_run_failure_exits_1_with_the_error_in_the_summary's)
+    summary = run_here(spark, lake, spec_path)
     assert (summary["status"], summary["refused"], summary["batches"]) == ("failed", True, 0)
     assert summary["error"] == (
         f"refused: the checkpoint of orders ({checkpoint}) is missing or empty, but its table {table} already "

@@ -43,7 +43,8 @@ def test_rate_limits_are_numbers_for_their_own_source_kind():
 
 
 def test_trigger_once_ignores_rate_limits_so_the_combination_is_refused():
-    with pytest.raises(RunRequestError, match=r"trigger once reads everything new in ONE micro-batch and ignores "
+    with pytest.raises(RunRequestError, match=r"^param max_files_per_trigger: trigger once reads everything new in "
+                                              r"ONE micro-batch and ignores "
                                               r"rate limits; use trigger available_now"):
         run_request(spec(), trigger="once", max_files_per_trigger=3)
 

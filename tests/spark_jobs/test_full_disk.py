@@ -78,11 +78,11 @@ def test_a_full_disk_fails_the_run_clearly_records_it_late_and_maintenance_remov
     assert (first["status"], first["output_rows"], first["ledger"]) == ("succeeded", 100, str(settings.ledger_path))
     assert (spool / ledger_spool.RESERVE).stat().st_size == ledger_spool.RESERVE_BYTES  # made by the append
 
-    # ~24 MB of parquet to write, ~10 MB of room: the disk fills during the write
+    # ~12 MB of parquet to write, ~5 MB of room: the disk fills during the write
     filler = small_disk / "filler"
     free = _free_bytes(small_disk)
-    filler.write_bytes(b"\0" * (free - 10 * 2**20))
-    land(landing, "b.json", 100, 60_000, 400)
+    filler.write_bytes(b"\0" * (free - 5 * 2**20))
+    land(landing, "b.json", 100, 30_000, 400)
     capfd.readouterr()
     failed = run(spark, spec_path, settings, "full")
     err = capfd.readouterr().err
@@ -116,7 +116,7 @@ def test_a_full_disk_fails_the_run_clearly_records_it_late_and_maintenance_remov
     again = run(spark, spec_path, settings, "again")
     assert again["status"] == "succeeded", again["error"]
     table = spark.read.format("delta").load(str(settings.lake_root / "bronze" / "full"))
-    assert Counter(r.id for r in table.select("id").collect()) == Counter(range(60_100))  # every row once
+    assert Counter(r.id for r in table.select("id").collect()) == Counter(range(30_100))  # every row once
 
     rows = latest_runs(str(settings.ledger_path), "full", limit=10)
     by_id = Counter(r["run_id"] for r in rows)
