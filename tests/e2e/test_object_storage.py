@@ -289,7 +289,8 @@ def test_a_chain_in_a_bucket_takes_a_backfill_down_to_gold_as_on_local_disk(buck
     """bronze -> silver -> gold with every table and checkpoint in the bucket: the runs, a backfill of two days
     on bronze with a fixed transform, and the rebuilds down the chain give the tables of the local-disk test
     (tests/e2e/test_cli_corrections.py), row for row, read back with delta-rs."""
-    from tests.e2e.conftest import last_json_line, sluice
+    from sluice.contract.request import run_request
+    from sluice.spec import load_spec
     from tests.helpers import write_spec
     from tests.spark_jobs.test_corrections import BRONZE, GOLD, SILVER, TIMES_TEN, order
 
@@ -306,16 +307,16 @@ def test_a_chain_in_a_bucket_takes_a_backfill_down_to_gold_as_on_local_disk(buck
         with store.open_output_stream(f"{bucket}/chain/lake/landing/orders/dt=2026-11-{day:02d}/a.json") as out:
             out.write(("\n".join(lines) + "\n").encode())
 
-    def run(*args: str) -> dict:
-        done = sluice("run", *args)
-        assert done.returncode == 0, done.stderr[-3000:]
-        return last_json_line(done.stdout)
-
-    for name in ("bronze", "silver", "gold"):  # the set-up runs, in-process; the backfill: `sluice run`
+    # every run in-process, the same runner as a driver's: that a driver reaches the bucket through its
+    # environment is test_a_pipeline_with_its_lake_and_checkpoints_in_a_bucket_takes_each_record_once's, and the
+    # CLI's backfill flags are test_cli_corrections.py's
+    for name in ("bronze", "silver", "gold"):
         here(name)
-    write_spec(lake.pipelines_dir, {**BRONZE, "transform": {"sql": TIMES_TEN}})
-    assert run("bronze", "--backfill-from", "2026-11-01", "--backfill-to", "2026-11-02")["backfill"]["slice"] == \
-        "2026-11-01..2026-11-02"
+    fixed = {**BRONZE, "transform": {"sql": TIMES_TEN}}
+    write_spec(lake.pipelines_dir, fixed)
+    backfill = run_request(load_spec(lake.pipelines_dir / "bronze.yaml"), mode="backfill",
+                           backfill_from="2026-11-01", backfill_to="2026-11-02").backfill
+    assert here("bronze", backfill=backfill)["backfill"]["slice"] == "2026-11-01..2026-11-02"
     here("silver")  # the rebuilds down the chain, in-process: the same runner as a driver's
     follow = here("gold")["upstream_changes"]
     assert (follow["pipeline"], follow["action"], [r["slice"] for r in follow["rebuilds"]]) == (

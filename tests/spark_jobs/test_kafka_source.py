@@ -10,6 +10,7 @@ import pytest
 
 from devservices.kafka_broker import restart_broker, start_broker, stop_broker
 from sluice.contract import run_job
+from sluice.settings import load_settings
 from spark_jobs.run.runner import RunFailed, run_pipeline
 from tests.helpers import (
     delta_version,
@@ -132,22 +133,24 @@ def test_bad_bootstrap_address_is_a_clear_error(spark, lake):
     assert "No resolvable bootstrap urls" in str(caught.value)
 
 
-@pytest.fixture
-def own_broker(tmp_path, lake):
-    """A broker of this test's own, to stop and start without disturbing the others."""
-    broker = start_broker(tmp_path / "broker", lake.jars_dir)
+@pytest.fixture(scope="module")
+def own_broker(tmp_path_factory):
+    """A broker of these tests' own, to stop and start without disturbing the others' (each test that stops it
+    starts it again before it ends)."""
+    broker = start_broker(tmp_path_factory.mktemp("own-broker") / "broker", load_settings().jars_dir)
     yield broker
     stop_broker(broker)
 
 
 def test_broker_down_at_start_fails_fast_then_the_next_run_catches_up(spark, lake, own_broker):
+    restart_broker(own_broker, lake.jars_dir)  # up, whatever an earlier test left
     bootstrap = own_broker.bootstrap_servers
     topic = new_topic(bootstrap)
     spec = make_spec(kafka_spec("k_down", bootstrap, topic, timeout_seconds=5))
     produce(bootstrap, topic, range(20))
     run(spark, spec, lake)
     produce(bootstrap, topic, range(20, 30))
-    stop_broker(own_broker)
+    stop_broker(own_broker, crash=True)  # down, however it went: a graceful stop only takes longer
 
     started = time.monotonic()
     with pytest.raises(RunFailed) as caught:
@@ -161,6 +164,7 @@ def test_broker_down_at_start_fails_fast_then_the_next_run_catches_up(spark, lak
 
 
 def test_broker_stopped_mid_run_fails_in_bounded_time_and_loses_nothing(spark, lake, own_broker):
+    restart_broker(own_broker, lake.jars_dir)  # up, whatever an earlier test left
     bootstrap = own_broker.bootstrap_servers
     topic = new_topic(bootstrap)
     spec = make_spec(kafka_spec("k_midrun", bootstrap, topic, timeout_seconds=5, max_offsets_per_trigger=60))
