@@ -112,10 +112,11 @@ install: venv jars sluice-jar chaos-jar jvm-archive airflow-db system-packages
 
 # The whole set-up of `make test`, `make bench` and `make chaos`, its steps side by side where they may be: the
 # SeaweedFS build (Go: minutes of CPU on a fresh machine) runs while the jars download, the Debian packages
-# install and the JVM class archive's warm-up run runs. SETUP_JOBS=1: one step after another.
+# install and the JVM class archive's warm-up run runs (their output interleaved, a line at a time). SETUP_JOBS=1: one
+# step after another.
 SETUP_JOBS ?= 4
 setup:
-	@$(MAKE) --no-print-directory -j$(SETUP_JOBS) --output-sync=line install s3-server
+	@$(MAKE) --no-print-directory -j$(SETUP_JOBS) install s3-server
 
 # --- the two commands ---------------------------------------------------------------------------
 
