@@ -14,6 +14,7 @@ import pytest
 
 # Before anything imports Airflow or starts a JVM: an Airflow home of the test run's own, loopback Spark.
 _AIRFLOW_HOME = Path(tempfile.mkdtemp(prefix="sluice-test-airflow-"))
+atexit.register(shutil.rmtree, _AIRFLOW_HOME, ignore_errors=True)
 os.environ["AIRFLOW_HOME"] = str(_AIRFLOW_HOME)
 os.environ["SLUICE_AIRFLOW_HOME"] = str(_AIRFLOW_HOME)
 os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"

@@ -41,12 +41,37 @@ def last_json_line(text: str) -> dict:
 
 @pytest.fixture(scope="session")
 def airflow_db() -> Path:
-    """The metadata DB (SQLite) of the test run's Airflow home, migrated once. Returns a pristine copy of it
-    taken right after the migration: the template from which every `airflow standalone` of the run starts
-    (tests.e2e.live_airflow), instead of migrating a new DB of its own (~40 s on a busy machine)."""
+    """The metadata DB (SQLite) of the test run's Airflow home, migrated once per run. Returns a pristine copy
+    of it taken right after the migration: the template from which every `airflow standalone` of the run starts
+    (tests.e2e.live_airflow), instead of migrating a new DB of its own (~40 s on a busy machine). Under xdist the
+    first worker to get here migrates and leaves the template for the others (a file lock; the run's id names
+    it), which copy it."""
+    import atexit
+    import fcntl
+    import tempfile
+
+    home = Path(os.environ["SLUICE_AIRFLOW_HOME"])
+    template = home / "migrated-template.db"  # removed with the run's Airflow home (tests/conftest.py)
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    shared = Path(tempfile.gettempdir()) / f"sluice-test-airflow-{run}.db" if run else None
+    if shared is None:
+        _migrate(home, template)
+        return template
+    with open(f"{shared}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not shared.is_file():
+            _migrate(home, template)
+            shutil.copyfile(template, f"{shared}.part")
+            os.replace(f"{shared}.part", shared)
+            # gone with the worker that made it (a worker that needs it later migrates its own)
+            atexit.register(lambda: [Path(p).unlink(missing_ok=True) for p in (shared, f"{shared}.lock")])
+        else:
+            shutil.copyfile(shared, template)
+            shutil.copyfile(shared, home / "airflow.db")
+    return template
+
+
+def _migrate(home: Path, template: Path) -> None:
     done = sluice("airflow", "db", "migrate")
     assert done.returncode == 0, done.stderr[-3000:]
-    home = Path(os.environ["SLUICE_AIRFLOW_HOME"])
-    template = home.parent / f"{home.name}-migrated.db"
     shutil.copyfile(home / "airflow.db", template)
-    return template
