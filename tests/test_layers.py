@@ -184,7 +184,6 @@ def test_the_s3_server_builder_runs_on_the_standard_library_alone():
     import subprocess
     import sys
 
-    project = Path(__file__).resolve().parent.parent
-    done = subprocess.run([sys.executable, "-S", "-c", "import devservices.s3_server"], cwd=project,
+    done = subprocess.run([sys.executable, "-S", "-c", "import devservices.s3_server"], cwd=PROJECT,
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr

@@ -312,10 +312,9 @@ def test_a_chain_in_a_bucket_takes_a_backfill_down_to_gold_as_on_local_disk(buck
     # CLI's backfill flags are test_cli_corrections.py's
     for name in ("bronze", "silver", "gold"):
         here(name)
-    fixed = {**BRONZE, "transform": {"sql": TIMES_TEN}}
-    write_spec(lake.pipelines_dir, fixed)
-    backfill = run_request(load_spec(lake.pipelines_dir / "bronze.yaml"), mode="backfill",
-                           backfill_from="2026-11-01", backfill_to="2026-11-02").backfill
+    fixed = write_spec(lake.pipelines_dir, {**BRONZE, "transform": {"sql": TIMES_TEN}})
+    backfill = run_request(load_spec(fixed), mode="backfill", backfill_from="2026-11-01",
+                           backfill_to="2026-11-02").backfill
     assert here("bronze", backfill=backfill)["backfill"]["slice"] == "2026-11-01..2026-11-02"
     here("silver")  # the rebuilds down the chain, in-process: the same runner as a driver's
     follow = here("gold")["upstream_changes"]
