@@ -37,6 +37,12 @@ env                        meaning                                     default
 ``SLUICE_AIRFLOW_POOL``    the Airflow pool every sluice task takes a  ``sluice``
                            slot of (its spark-submit's admission)
 ``SLUICE_POOL_SLOTS``      that pool's slots when sluice creates it    one per 2.5 GiB of the machine's memory
+``SLUICE_SHARED_DRIVER``   ``host``: a run is handed to this host's    ``off``: a spark-submit per run
+                           long-lived driver (started by the first
+                           run that needs it)
+``SLUICE_SHARED_DRIVER_DIR``  the host drivers' folders (local)        ``<temp dir>/sluice-drivers-<uid>``
+``SLUICE_SHARED_DRIVER_IDLE_SECONDS``  a host driver with nothing to   ``300``
+                           do for this long stops
 =========================  ==========================================  =====================================
 
 This is the one place a ``SLUICE_*`` variable is read (a test holds it): the rest of sluice is handed the
@@ -48,6 +54,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
@@ -117,6 +124,14 @@ class Settings(BaseModel):
     pool_slots: int = 4
     """The pool's slots when sluice creates it (``sluice airflow db migrate``, ``sluice airflow standalone``,
     ``make stack``); a pool that exists keeps the slots an operator gave it."""
+    shared_driver: Literal["off", "host"] = "off"
+    """``host``: a run or maintenance is handed to a long-lived driver on this host (one per set of Spark settings,
+    jars, master and environment; :mod:`sluice.launch.host`), started by the first job that needs it and stopped
+    after :attr:`shared_driver_idle_seconds` with nothing to do: the JVM's start is paid once, not per run."""
+    shared_driver_dir: Path | None = None
+    """Where the host drivers keep their folders (inbox, log); None: ``<temp dir>/sluice-drivers-<uid>``."""
+    shared_driver_idle_seconds: float = 300.0
+    """A host driver with no job for this long stops (the next job starts another)."""
     lock_lease_seconds: float = 60.0
     """On object storage, the pipeline lock is a lease its holder renews (:class:`sluice.storage.lock.LeaseLock`): a holder that
     died blocks the next run at most this long."""
@@ -216,6 +231,9 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         freshness_schedule=None if freshness.lower() in ("", "none") else freshness,
         airflow_pool=pool_name(env.get("SLUICE_AIRFLOW_POOL")),
         pool_slots=pool_slots(env.get("SLUICE_POOL_SLOTS")),
+        shared_driver=shared_driver(env.get("SLUICE_SHARED_DRIVER")),
+        shared_driver_dir=folder("SLUICE_SHARED_DRIVER_DIR", Path(tempfile.gettempdir()) / f"sluice-drivers-{os.getuid()}"),
+        shared_driver_idle_seconds=idle_seconds(env.get("SLUICE_SHARED_DRIVER_IDLE_SECONDS")),
     )
 
 
@@ -254,6 +272,30 @@ def pool_slots(value: str | None, memory_bytes: int | None = None) -> int:
 
 
 JIT_CHOICES = ("full", "quick")
+SHARED_DRIVER_CHOICES = ("off", "host")
+
+
+def shared_driver(value: str | None) -> Literal["off", "host"]:
+    """``SLUICE_SHARED_DRIVER`` read: unset or empty is ``off``; anything but the two choices is refused."""
+    choice = (value or "off").strip().lower()
+    if choice not in SHARED_DRIVER_CHOICES:
+        raise ValueError(f"SLUICE_SHARED_DRIVER={value!r} is not a choice: set it to 'host' (runs handed to this "
+                         "host's long-lived driver) or 'off' (a spark-submit per run), or unset it")
+    return choice  # type: ignore[return-value]
+
+
+def idle_seconds(value: str | None) -> float:
+    """``SLUICE_SHARED_DRIVER_IDLE_SECONDS`` read: a number of seconds > 0; unset or empty is 300."""
+    if not (value or "").strip():
+        return 300.0
+    try:
+        seconds = float(value.strip())
+    except ValueError:
+        seconds = 0.0
+    if not seconds > 0:
+        raise ValueError(f"SLUICE_SHARED_DRIVER_IDLE_SECONDS={value!r} is not a number of seconds: give one > 0, "
+                         "how long a host driver waits for its next job before it stops (e.g. 300), or unset it")
+    return seconds
 
 
 def driver_jit(value: str | None) -> Literal["full", "quick"]:

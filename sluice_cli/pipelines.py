@@ -178,9 +178,11 @@ def _launch(job, spec, settings: Settings, lock, *, secret_env=None, airflow_fre
     return 0 if summary.succeeded else 1
 
 
-def _submitter(settings: Settings, airflow_free: bool):
+def _submitter(settings: Settings, airflow_free: bool, *, shared: bool = True):
     """How the plan's spark-submit runs: a plain subprocess when the Spark master is defined in the environment
-    and nothing needs Airflow, else through Airflow's hook (the connection checked first)."""
+    and nothing needs Airflow, else through Airflow's hook (the connection checked first). With
+    ``SLUICE_SHARED_DRIVER=host`` (and ``shared``: one pipeline's job), the job is handed to this host's
+    long-lived driver instead (:mod:`sluice.launch.host`), started against the same master."""
     from sluice.launch.launcher import subprocess_submit
     from sluice.launch.submit import env_spark_master
 
@@ -189,6 +191,16 @@ def _submitter(settings: Settings, airflow_free: bool):
         from sluice_airflow.spark_connection import require_spark_connection
 
         require_spark_connection(settings.spark_conn_id)
+    if shared and settings.shared_driver == "host":
+        if master is not None:
+            from sluice.launch.host import host_submit
+
+            return host_submit(settings, master)
+        from sluice_airflow.hook import SluiceSubmitHook
+
+        handed = SluiceSubmitHook(conn_id=settings.spark_conn_id).host_submit(settings)
+        if handed is not None:
+            return handed
     return subprocess_submit(master) if master is not None else _airflow_submit
 
 
@@ -198,7 +210,7 @@ def _launch_group(jobs, settings: Settings, locks, secrets, *, airflow_free: boo
     from sluice.launch.launcher import JobFailed, launch_group
     from sluice.launch.submit import GroupRefused, build_plan, group_plan
 
-    submit = _submitter(settings, airflow_free)
+    submit = _submitter(settings, airflow_free, shared=False)  # a group is one driver of its own
     with tempfile.TemporaryDirectory(prefix="sluice-run-") as tmp:
         plans = []
         for n, ((job, spec), secret_env) in enumerate(zip(jobs, secrets, strict=True)):

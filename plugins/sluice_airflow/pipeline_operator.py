@@ -148,7 +148,8 @@ class SluicePipelineOperator(BaseOperator):
             self._log_request(spec, job)
             self._ran = (spec, None)
             try:
-                summary = launch(plan, lock, lambda p: self.hook.submit(p.application))
+                handed = self.hook.host_submit(settings) if settings.shared_driver == "host" else None
+                summary = launch(plan, lock, handed or (lambda p: self.hook.submit(p.application)))
                 self._ran = (spec, summary)
             except JobFailed as failed:
                 self._ran = (spec, failed.summary)

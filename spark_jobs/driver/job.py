@@ -182,23 +182,34 @@ def main(argv: list[str], body: Body, *, what: str = "run") -> int:
     code = 0
     try:
         for position, (job, spec) in enumerate(jobs):
-            # a job of a group gets a session of its own over the shared JVM and SparkContext: its own SQL
-            # settings, temporary views (a transform's lookup tables), functions and query listeners, as in
-            # a driver of its own
-            session = spark.newSession() if len(jobs) > 1 else spark
-            try:
-                summary = body(session, spec, load_settings(), job)
-            except JobFailed as failed:
-                summary, code = failed.summary, 1
-                print(f"sluice: {what} of {spec.name} failed: {summary.error}", file=sys.stderr)
-            # the JVM and SparkSession start, before the first job began (not in duration_s)
-            summary.note_phase("session", session_s if position == 0 else 0.0)
-            if len(jobs) > 1:
-                summary.shared_driver = {"app_id": spark.sparkContext.applicationId, "jobs": len(jobs),
-                                         "position": position + 1}
-            _write(job, summary)
+            shared = ({"driver": "group", "app_id": spark.sparkContext.applicationId, "jobs": len(jobs),
+                       "position": position + 1} if len(jobs) > 1 else None)
+            code = max(code, run_one(spark, job, spec, body, what, session_s=session_s if position == 0 else 0.0,
+                                     shared=shared))
     finally:
         spark.stop()
+    return code
+
+
+def run_one(spark: Any, job: JobRequest, spec: PipelineSpec, body: Body, what: str, *, session_s: float,
+            shared: dict[str, Any] | None) -> int:
+    """One job in this driver: its body, its summary written (:func:`_write`). 0 if it succeeded, 1 if it failed.
+
+    A job of a shared driver (``shared``: the summary's ``shared_driver``) gets a session of its own over the
+    shared JVM and SparkContext: its own SQL settings, temporary views (a transform's lookup tables), functions
+    and query listeners, as in a driver of its own. ``session_s``: the JVM's and SparkSession's start, paid
+    before this job began (not in its ``duration_s``; 0 for a driver's later jobs)."""
+    session = spark.newSession() if shared is not None else spark
+    code = 0
+    try:
+        summary = body(session, spec, load_settings(), job)
+    except JobFailed as failed:
+        summary, code = failed.summary, 1
+        print(f"sluice: {what} of {spec.name} failed: {summary.error}", file=sys.stderr)
+    summary.note_phase("session", session_s)
+    if shared is not None:
+        summary.shared_driver = shared
+    _write(job, summary)
     return code
 
 

@@ -39,6 +39,19 @@ def last_json_line(text: str) -> dict:
     return json.loads(text.strip().splitlines()[-1])
 
 
+@pytest.fixture
+def host_driver(tmp_path, monkeypatch) -> Path:
+    """Jobs handed to this host's long-lived driver (``SLUICE_SHARED_DRIVER=host``, sluice.launch.host), whose
+    folders are the test's; returns that folder. The drivers still serving at the test's end are stopped."""
+    from sluice.launch.host import stop_drivers
+
+    folder = tmp_path / "drivers"
+    monkeypatch.setenv("SLUICE_SHARED_DRIVER", "host")
+    monkeypatch.setenv("SLUICE_SHARED_DRIVER_DIR", str(folder))
+    yield folder
+    stop_drivers(folder)
+
+
 @pytest.fixture(scope="session")
 def airflow_db() -> Path:
     """The metadata DB (SQLite) of the test run's Airflow home, migrated once per run. Returns a pristine copy

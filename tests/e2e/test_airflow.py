@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from sluice.launch.host import stop_drivers
 from tests.e2e.conftest import sluice
 from tests.helpers import (
     delta_version,
@@ -36,7 +37,10 @@ def xcom_return_value(dag_id: str) -> dict:
     return json.loads(value) if isinstance(value, str) else value
 
 
-def test_dags_test_runs_the_task_and_tasks_test_is_a_dry_run(lake, spark, airflow_db):
+def test_dags_test_runs_the_task_and_tasks_test_is_a_dry_run(lake, spark, airflow_db, host_driver):
+    """Through the host's shared driver (SLUICE_SHARED_DRIVER=host): the Airflow processes of the run, the dry run
+    and the maintenance hand their jobs to one driver that outlives each of them. (Every other Airflow test
+    spark-submits a driver per task, the default.)"""
     write_spec(lake.pipelines_dir, orders_spec(name="af_orders"))
     landing = lake.lake_root / "landing" / "orders"
     write_orders(landing, "a.json", range(0, 12))
@@ -49,6 +53,8 @@ def test_dags_test_runs_the_task_and_tasks_test_is_a_dry_run(lake, spark, airflo
     summary = summary_of(output)
     assert (summary["input_rows"], summary["dry_run"], summary["delta_version_after"]) == (13, False, 0)
     assert summary["run_id"].startswith("manual__")
+    shared = summary["shared_driver"]
+    assert (shared["driver"], shared["position"]) == ("host", 1)
     xcom = xcom_return_value("af_orders")  # the summary is the task's XCom
     assert (xcom["input_rows"], xcom["quarantined_rows"]) == (13, 1)
     table, quarantine = summary["sink"], summary["quarantine"]
@@ -69,6 +75,7 @@ def test_dags_test_runs_the_task_and_tasks_test_is_a_dry_run(lake, spark, airflo
     assert dry.returncode == 0, output[-4000:]
     dry_summary = summary_of(output)
     assert (dry_summary["dry_run"], dry_summary["input_rows"], dry_summary["quarantined_rows"]) == (True, 9, 1)
+    assert dry_summary["shared_driver"] == {**shared, "position": 2}  # the driver the first process started
     assert tree_digest(checkpoint) == before
     assert dry_summary["delta_version_after"] == 0
     assert (delta_version(table), delta_version(quarantine)) == versions  # no commit, as delta-rs reads them
@@ -98,6 +105,8 @@ def test_dags_test_runs_the_task_and_tasks_test_is_a_dry_run(lake, spark, airflo
     newest = latest_runs(str(lake.ledger_path), "af_orders")[0]
     assert (newest["mode"], newest["dag_id"]) == ("maintenance", "sluice_maintenance")
     assert json.loads(newest["maintenance"])["files_compacted"] == sink_files + 2
+    assert maintained["shared_driver"] == {**shared, "position": 3}
+    assert stop_drivers(host_driver)  # still serving (until its idle time): it outlived the three processes
 
 
 def test_failed_run_fails_the_task_with_the_spark_error(lake, airflow_db):

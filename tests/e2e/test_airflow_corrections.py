@@ -15,6 +15,7 @@ import time
 
 import pytest
 
+from sluice.launch.host import stop_drivers
 from tests.e2e.conftest import wait_for
 from tests.e2e.live_airflow import Api, airflow_standalone
 from tests.helpers import ran_here, write_spec
@@ -55,7 +56,10 @@ def dag_runs(api: Api, dag_id: str) -> list[dict] | None:
 
 @pytest.mark.timeout(1800)  # about 7 spark-submits (scheduled, backfill and Asset-triggered runs): past 900 s when busy
 def test_an_airflow_backfill_upstream_is_rebuilt_down_the_chain_by_asset_triggered_runs(lake, spark, standalone,
-                                                                                           tmp_path):
+                                                                                           tmp_path, host_driver):
+    # the tasks hand their runs to the host's shared driver (SLUICE_SHARED_DRIVER=host): the scheduler's,
+    # the backfill's and the Asset-triggered runs of the three pipelines in one JVM (the per-task spark-submit
+    # of these paths is test_airflow_chain.py's and test_airflow_backfill.py's)
     regions = tmp_path / "regions.csv"
     regions.write_text("customer,region\nann,north\nbob,south\n", encoding="utf-8")
     bronze = renamed({**BRONZE, "schedule": "@daily"})
@@ -145,3 +149,7 @@ def test_an_airflow_backfill_upstream_is_rebuilt_down_the_chain_by_asset_trigger
                                                     (e.get("extra") or {}).get("rebuilt"))) for e in events}
     assert {(NAMES["bronze"], '"2026-11-01..2026-11-01"'), (NAMES["bronze"], '"2026-11-02..2026-11-02"')} <= extras
     assert any(dag == NAMES["silver"] and "2026-11-0" in slices for dag, slices in extras), extras
+    # one driver ran them all
+    spawned = list(host_driver.glob("*/spawn.json"))
+    assert len(spawned) == 1 and "sluice host driver: no job" not in (spawned[0].parent / "driver.log").read_text()
+    assert stop_drivers(host_driver)

@@ -60,7 +60,8 @@ def test_one_driver_runs_a_group_each_in_a_session_of_its_own_and_a_failure_or_r
     # one driver for the three that held their locks, a session each
     drivers = [s["shared_driver"] for s in (lookup, leak, plain)]
     assert len({d["app_id"] for d in drivers}) == 1, drivers
-    assert [(d["jobs"], d["position"]) for d in drivers] == [(3, 1), (3, 2), (3, 3)]
+    assert [(d["driver"], d["jobs"], d["position"]) for d in drivers] == [("group", 3, 1), ("group", 3, 2),
+                                                                         ("group", 3, 3)]
     assert lookup["phases_s"]["session"] > 0 and plain["phases_s"]["session"] == 0  # the JVM started once
     assert (lookup["input_rows"], plain["input_rows"], leak["input_rows"]) == (7, 7, 0)
     rows = spark.read.format("delta").load(lookup["sink"]).collect()

@@ -1,0 +1,54 @@
+"""The launcher's side of the host's shared driver (sluice.launch.host), without Spark: which jobs share a driver,
+and a driver that cannot start failing the job that started it with the driver's own words."""
+
+from __future__ import annotations
+
+import pytest
+
+from sluice.contract import maintain_job, run_job
+from sluice.launch.host import HostDriverFailed, driver_key, host_submit
+from sluice.launch.submit import build_plan
+from sluice.process import LAUNCHER_ENV
+from tests.helpers import make_spec, orders_spec, write_spec
+
+
+def plan_of(lake, tmp_path, name, *, maintain=False, **spec):
+    data = orders_spec(name=name, **spec)
+    path = write_spec(lake.pipelines_dir, data)
+    job = maintain_job(spec_path=str(path), run_id="r") if maintain else run_job(spec_path=str(path), run_id="r")
+    workdir = tmp_path / name / ("maintain" if maintain else "run")
+    workdir.mkdir(parents=True)
+    return build_plan(job, make_spec(data), lake, workdir=workdir)
+
+
+def test_jobs_share_a_driver_when_their_spark_settings_jars_master_and_environment_are_the_same(lake, tmp_path):
+    one, two = plan_of(lake, tmp_path, "one"), plan_of(lake, tmp_path, "two")
+    env = {"SLUICE_LAKE_ROOT": "/lake", "HOME": "/root"}
+    assert driver_key(one, "local[*]", env) == driver_key(two, "local[*]", env)
+    # a maintenance shares its pipeline's driver; the launcher's token is no part of the driver
+    assert driver_key(plan_of(lake, tmp_path, "one", maintain=True), "local[*]", env) == driver_key(one, "local[*]", env)
+    relaunched = one.__class__(**{**one.__dict__, "env_vars": {**one.env_vars, LAUNCHER_ENV: "1:2"}})
+    assert driver_key(relaunched, "local[*]", env) == driver_key(one, "local[*]", env)
+    # what a started driver cannot change: its own
+    tuned = plan_of(lake, tmp_path, "tuned", spark_conf={"spark.sql.shuffle.partitions": 3})
+    assert driver_key(tuned, "local[*]", env) != driver_key(one, "local[*]", env)
+    assert driver_key(one, "spark://h:7077", env) != driver_key(one, "local[*]", env)
+    assert driver_key(one, "local[*]", {**env, "SLUICE_LOCK_LEASE_SECONDS": "30"}) != driver_key(one, "local[*]", env)
+    assert driver_key(one, "local[*]", {**env, "HOME": "/home/x"}) == driver_key(one, "local[*]", env)
+
+
+def test_a_driver_that_ends_before_taking_its_job_fails_the_job_with_the_drivers_log(lake, tmp_path):
+    plan = plan_of(lake, tmp_path, "unstartable")
+    broken = tmp_path / "spark-submit"
+    broken.write_text("#!/bin/sh\necho 'Error: Master must either be yarn or start with spark, mesos, k8s, or local' >&2\n"
+                      "exit 1\n", encoding="utf-8")
+    broken.chmod(0o755)
+    settings = lake.model_copy(update={"shared_driver": "host", "shared_driver_dir": tmp_path / "drivers"})
+    with pytest.raises(HostDriverFailed) as failed:
+        host_submit(settings, "nowhere", spark_binary=str(broken), poll_seconds=0.05)(plan)
+    message = str(failed.value)
+    assert message.startswith("the host driver this run started ended before it took any job; its log: "
+                              f"{tmp_path / 'drivers'}/"), message
+    assert "Error: Master must either be yarn or start with spark" in message
+    # the job given up is not left for a later driver
+    assert not list((tmp_path / "drivers").glob("*/inbox/*.json"))
