@@ -73,7 +73,7 @@ def host_submit(settings: Settings, master: str, *, spark_binary: str = "spark-s
 def hand(plan: SubmitPlan, settings: Settings, master: str, *, spark_binary: str = "spark-submit",
          poll_seconds: float = 0.2) -> None:
     """Hand the job to the driver and wait for its end; raise :class:`HostDriverFailed` if it did not end well."""
-    host = HostFolder(Path(settings.shared_driver_dir) / driver_key(plan, master)).make()
+    host = HostFolder(private_root(Path(settings.shared_driver_dir)) / driver_key(plan, master)).make()
     entry_id = f"{time.time_ns()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
     request = plan.application_args[plan.application_args.index("--request") + 1]
     log_from = host.log.stat().st_size if host.log.exists() else 0
@@ -113,6 +113,18 @@ def hand(plan: SubmitPlan, settings: Settings, master: str, *, spark_binary: str
                                    f"JVM halted): the next run resumes from the checkpoint; its log: {host.log}")
     finally:
         (host.inbox / f"{entry_id}.json").unlink(missing_ok=True)  # a job given up is never started
+
+
+def private_root(root: Path) -> Path:
+    """The drivers' folder, made this user's alone (0700) when missing; one that another user owns or can
+    write to is refused: whoever can drop a job in a driver's inbox runs it as this user."""
+    root.mkdir(mode=0o700, parents=True, exist_ok=True)
+    found = root.stat()
+    if found.st_uid != os.getuid() or found.st_mode & 0o022:
+        raise HostDriverFailed(f"the shared drivers' folder {root} is not this user's alone (owner uid "
+                               f"{found.st_uid}, mode {found.st_mode & 0o777:o}): point SLUICE_SHARED_DRIVER_DIR at "
+                               "a folder only this user can write to, or remove it to have it made so")
+    return root
 
 
 def _alive(host: HostFolder) -> bool:

@@ -3,10 +3,12 @@ and a driver that cannot start failing the job that started it with the driver's
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from sluice.contract import maintain_job, run_job
-from sluice.launch.host import HostDriverFailed, driver_key, host_submit
+from sluice.launch.host import HostDriverFailed, driver_key, host_submit, private_root
 from sluice.launch.submit import build_plan
 from sluice.process import LAUNCHER_ENV
 from tests.helpers import make_spec, orders_spec, write_spec
@@ -52,3 +54,18 @@ def test_a_driver_that_ends_before_taking_its_job_fails_the_job_with_the_drivers
     assert "Error: Master must either be yarn or start with spark" in message
     # the job given up is not left for a later driver
     assert not list((tmp_path / "drivers").glob("*/inbox/*.json"))
+
+
+def test_a_drivers_folder_others_can_write_to_is_refused(lake, tmp_path):
+    shared = tmp_path / "open"
+    shared.mkdir()
+    shared.chmod(0o777)  # as a folder left in /tmp by someone else could be
+    settings = lake.model_copy(update={"shared_driver": "host", "shared_driver_dir": shared})
+    with pytest.raises(HostDriverFailed) as refused:
+        host_submit(settings, "local[*]")(plan_of(lake, tmp_path, "guarded"))
+    assert str(refused.value) == (f"the shared drivers' folder {shared} is not this user's alone (owner uid "
+                                  f"{os.getuid()}, mode 777): point SLUICE_SHARED_DRIVER_DIR at a folder only this "
+                                  "user can write to, or remove it to have it made so")
+    assert list(shared.iterdir()) == []  # nothing handed in, no driver started
+    made = tmp_path / "made" / "drivers"  # a missing one is made this user's alone
+    assert private_root(made) == made and made.stat().st_mode & 0o777 == 0o700
