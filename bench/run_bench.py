@@ -24,6 +24,11 @@ Cases so far (the numbering follows the performance issues):
   P8  20 small pipelines due at once, all done: one `sluice run` of the 20 (one driver) / 20 `sluice run`s
       (a spark-submit each, as many at once as the sluice pool's slots), with data and again without; wall
       and the peak resident memory of their processes (BENCH_P8_ROUNDS, default 1)        goal <= 1/3 each
+      also reported ("host"): the 20 `sluice run`s handed to the host's long-lived driver
+      (SLUICE_SHARED_DRIVER=host, the path an Airflow task takes) / the 20 spark-submits
+  P9  a bronze -> silver -> gold chain through a running Airflow (Asset-triggered), from bronze's trigger
+      to gold's run done, tasks on the host's driver / one pipeline's run (a spark-submit per task),
+      both through the same kind of Airflow (BENCH_P9_ROUNDS, default 2, after a warm-up round)  goal <= 2
   P7  P1's files -> Delta rows/s with the table, checkpoint and ledger on the local S3 server
       (SeaweedFS) / on local disk, both `sluice run`                                           goal >= 0.80
       and a run that finds no new data: on the S3 server / on local disk (wall)                  goal <= 1.50
@@ -52,6 +57,7 @@ from devservices.kafka_broker import (
     stop_broker,
 )
 from sluice.contract import run_job
+from sluice.launch.host import stop_drivers
 from sluice.launch.submit import build_plan, spark_submit_command
 from sluice.settings import load_settings
 from sluice.spec import parse_spec
@@ -554,8 +560,9 @@ class PeakMemory:
     """The largest total resident memory of some process trees, sampled every 0.2 s while it is entered (the
     JVMs, their launchers and Python drivers: what the worker host holds for them)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *folders: Path) -> None:
         self.roots: list[int] = []
+        self.folders = folders
         self.peak_mb = 0.0
         self._stop = False
 
@@ -575,6 +582,11 @@ class PeakMemory:
 
         while not self._stop:
             total = 0
+            for found in self.folders:  # processes that announce themselves in a file (the host's driver)
+                for spawn in found.glob("*/spawn.json"):
+                    pid = json.loads(spawn.read_text(encoding="utf-8"))["pid"]
+                    if pid not in self.roots:
+                        self.roots.append(pid)
             for root in list(self.roots):
                 for pid in [root, *descendants(root)]:
                     try:
@@ -607,9 +619,14 @@ def case_p8() -> dict:
             (lake / "pipelines" / f"{name}.yaml").write_text(json.dumps(spec), encoding="utf-8")
         return lake
 
+    def env(lake: Path) -> dict[str, str]:
+        handed = lake.name == "p8-host"  # each run handed to the host's long-lived driver
+        return {**env_for(lake), **({"SLUICE_SHARED_DRIVER": "host", "SLUICE_SHARED_DRIVER_DIR": str(lake / "drivers")}
+                                    if handed else {})}
+
     def start(lake: Path, *targets: str) -> subprocess.Popen:
         return subprocess.Popen([str(BIN / "sluice"), "run", *targets], stdout=subprocess.PIPE,
-                                stderr=subprocess.DEVNULL, text=True, env=env_for(lake))
+                                stderr=subprocess.DEVNULL, text=True, env=env(lake))
 
     def summaries(process: subprocess.Popen) -> list[dict]:
         out, _ = process.communicate()
@@ -619,7 +636,7 @@ def case_p8() -> dict:
 
     def separate(lake: Path) -> dict:
         started, done = time.perf_counter(), []
-        with PeakMemory() as memory:
+        with PeakMemory(lake / "drivers") as memory:
             waiting, running = list(names), []
             while waiting or running:
                 while waiting and len(running) < slots:
@@ -646,9 +663,12 @@ def case_p8() -> dict:
     for n in range(P8_ROUNDS):
         log(f"P8: round {n + 1}/{P8_ROUNDS} (twenty spark-submits, {slots} at once; then one driver)")
         got = {}
-        for side, run in (("separate", separate), ("together", together)):
+        for side, run in (("separate", separate), ("together", together), ("host", separate)):
             lake = fresh(side)
-            got[side] = {"data": run(lake), "no_data": run(lake)}
+            try:
+                got[side] = {"data": run(lake), "no_data": run(lake)}
+            finally:
+                stop_drivers(lake / "drivers")
             if (got[side]["data"]["rows"], got[side]["no_data"]["rows"]) != (P8_PIPELINES * 1000, 0):
                 raise RuntimeError(f"P8: {side} ingested {got[side]}, expected {P8_PIPELINES * 1000} rows then 0")
         rounds.append(got)
@@ -659,10 +679,17 @@ def case_p8() -> dict:
     ratio = median("together", "data", "wall") / median("separate", "data", "wall")
     nodata_ratio = median("together", "no_data", "wall") / median("separate", "no_data", "wall")
     memory_ratio = median("together", "data", "peak_mb") / median("separate", "data", "peak_mb")
+    host = {key: round(median("host", case, field) / median("separate", case, field), 3)
+            for key, case, field in (("ratio", "data", "wall"), ("nodata_ratio", "no_data", "wall"),
+                                     ("memory_ratio", "data", "peak_mb"))}
     return {
         "sluice_figure": f"one driver: {median('together', 'data', 'wall'):.0f} s, "
                          f"{median('together', 'data', 'peak_mb'):.0f} MB; no data "
-                         f"{median('together', 'no_data', 'wall'):.0f} s",
+                         f"{median('together', 'no_data', 'wall'):.0f} s; 20 runs handed to the host's driver "
+                         f"(SLUICE_SHARED_DRIVER=host, as Airflow tasks hand them): {median('host', 'data', 'wall'):.0f} s, "
+                         f"{median('host', 'data', 'peak_mb'):.0f} MB; no data {median('host', 'no_data', 'wall'):.0f} s "
+                         f"(ratios {host['ratio']:.2f}, {host['nodata_ratio']:.2f}, {host['memory_ratio']:.2f})",
+        "host": host,
         "plain_figure": f"{P8_PIPELINES} spark-submits, {slots} at once: {median('separate', 'data', 'wall'):.0f} s, "
                         f"{median('separate', 'data', 'peak_mb'):.0f} MB; no data "
                         f"{median('separate', 'no_data', 'wall'):.0f} s",
@@ -673,6 +700,109 @@ def case_p8() -> dict:
         "rows": P8_PIPELINES * 1000,
         "rounds_detail": rounds,
     }
+
+
+# --- P9: a chain through Airflow ------------------------------------------------------------------------
+
+P9_ROUNDS = int(os.environ.get("BENCH_P9_ROUNDS", "2"))
+
+
+def case_p9() -> dict:
+    """A bronze -> silver -> gold chain through a running Airflow (`airflow standalone`, the scheduler making
+    the Asset-triggered runs), from a file landing (bronze's run triggered) to gold's run done, against one
+    pipeline's run through the same Airflow, triggered the same way; with a spark-submit per task (the default)
+    and with the tasks handing their runs to the host's driver (SLUICE_SHARED_DRIVER=host, warmed by a first
+    round that is not counted). The ratio: the chain on the host's driver / one pipeline's run by default."""
+    from tests.e2e.live_airflow import Api, airflow_standalone
+
+    work = WORK / "p9"
+    shutil.rmtree(work, ignore_errors=True)
+    home = work / "airflow-db"
+    home.mkdir(parents=True)
+    migrate = subprocess.run([str(BIN / "sluice"), "airflow", "db", "migrate"], capture_output=True, text=True,
+                             env={**os.environ, "SLUICE_AIRFLOW_HOME": str(home)}, cwd=HOME)
+    if migrate.returncode != 0:
+        raise RuntimeError(f"P9: airflow db migrate failed:\n{(migrate.stdout + migrate.stderr)[-3000:]}")
+
+    def specs(lake: Path) -> None:
+        (lake / "pipelines").mkdir(parents=True)
+        chain = {
+            "p9_single": {"source": {"format": "json", "path": "landing/single", "schema": ORDERS_SCHEMA}},
+            "p9_bronze": {"source": {"format": "json", "path": "landing/bronze", "schema": ORDERS_SCHEMA}},
+            "p9_silver": {"schedule": {"asset": "p9_bronze"}, "source": {"format": "delta", "pipeline": "p9_bronze"},
+                          "transform": {"sql": "SELECT id, ts, customer, amount FROM source WHERE amount >= 0"}},
+            "p9_gold": {"schedule": {"asset": "p9_silver"}, "source": {"format": "delta", "pipeline": "p9_silver"},
+                        "transform": {"sql": "SELECT id, customer, amount * 2 AS doubled FROM source"}},
+        }
+        for name, spec in chain.items():
+            (lake / "pipelines" / f"{name}.yaml").write_text(json.dumps({"name": name, **spec}), encoding="utf-8")
+
+    def side(name: str, extra: dict[str, str]) -> list[dict]:
+        lake = work / name
+        specs(lake)
+        overrides = {**{k: v for k, v in env_for(lake).items() if k.startswith(("SLUICE_", "SPARK_"))}, **extra}
+        rounds = []
+        with airflow_standalone(lake, home / "airflow.db", overrides) as (env, log_path):
+            api = _wait(lambda: Api.connect(env), 300, "the Airflow API", log_path)
+
+            def trigger(dag_id: str) -> None:
+                _wait(lambda: api.poll(f"/api/v2/dags/{dag_id}", not_yet_codes=(404,)), 300, f"DAG {dag_id}", log_path)
+                api.post(f"/api/v2/dags/{dag_id}/dagRuns", {"logical_date": None, "conf": {}})
+
+            def succeeded(dag_id: str, count: int):
+                runs = (api.poll(f"/api/v2/dags/{dag_id}/dagRuns?limit=100", not_yet_codes=(404,)) or {}).get("dag_runs")
+                if runs and any(r["state"] == "failed" for r in runs):
+                    raise RuntimeError(f"P9: a run of {dag_id} failed; see {log_path}")
+                return runs if runs and sum(r["state"] == "success" for r in runs) >= count else None
+
+            for n in range(P9_ROUNDS + 1):  # the first round warms the host's driver; not counted
+                land(lake / "lake" / "landing" / "single", n)
+                started = time.perf_counter()
+                trigger("p9_single")
+                _wait(lambda: succeeded("p9_single", n + 1), 900, "p9_single's run", log_path, every=0.5)
+                single = time.perf_counter() - started
+                land(lake / "lake" / "landing" / "bronze", n)
+                started = time.perf_counter()
+                trigger("p9_bronze")
+                _wait(lambda: succeeded("p9_gold", n + 1), 900, "gold's run after bronze's", log_path, every=0.5)
+                chain = time.perf_counter() - started
+                log(f"P9 {name} round {n}: one pipeline {single:.1f} s, the chain {chain:.1f} s")
+                if n:
+                    rounds.append({"single": round(single, 2), "chain": round(chain, 2)})
+            stop_drivers(lake / "drivers")
+        return rounds
+
+    submit = side("submit", {})
+    host = side("host", {"SLUICE_SHARED_DRIVER": "host", "SLUICE_SHARED_DRIVER_DIR": str(work / "host" / "drivers")})
+
+    def median(rounds: list[dict], key: str) -> float:
+        return statistics.median(r[key] for r in rounds)
+
+    ratio = median(host, "chain") / median(submit, "single")
+    return {
+        "sluice_figure": f"chain on the host's driver {median(host, 'chain'):.0f} s (one pipeline on it "
+                         f"{median(host, 'single'):.0f} s); chain by spark-submits {median(submit, 'chain'):.0f} s",
+        "plain_figure": f"one pipeline's run, a spark-submit: {median(submit, 'single'):.0f} s",
+        "ratio": round(ratio, 3),
+        "submit_chain_ratio": round(median(submit, "chain") / median(submit, "single"), 3),
+        "host_chain_ratio": round(median(host, "chain") / median(host, "single"), 3),
+        "rounds_detail": {"submit": submit, "host": host},
+    }
+
+
+def land(folder: Path, n: int, rows: int = 100) -> None:
+    """File ``n`` of ``rows`` orders into ``folder``, written beside it and renamed in (a run never sees half)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    lines = [json.dumps({"id": n * rows + i, "ts": "2026-11-01T00:00:00Z", "customer": f"c{i % 7}", "amount": i})
+             for i in range(rows)]
+    (folder / f".part-{n:04d}.tmp").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (folder / f".part-{n:04d}.tmp").rename(folder / f"part-{n:04d}.json")
+
+
+def _wait(check, timeout: float, what: str, log_path: Path, every: float = 2.0):
+    from devservices.readiness import wait_until
+
+    return wait_until(what, check, timeout, log_path, every=every)
 
 
 # --- P6: MERGE sink ---------------------------------------------------------------------------------
@@ -860,6 +990,8 @@ CASES = {
     # also: with no new data, and the peak memory, each <= 1/3 (nodata_ratio, memory_ratio)
     "P8": ("20 small pipelines due at once: one `sluice run` of all / 20 spark-submits (pool slots at once)", 1 / 3,
            "max", case_p8),
+    "P9": ("a bronze -> silver -> gold chain through Airflow, file landed to gold done (tasks on the host's driver) "
+           "/ one pipeline's run (a spark-submit)", 2.0, "max", case_p9),
     # the goal is on seconds: `sluice backlog` of 10,000 unseen files answers in under 2 s
     "B1": ("backlog of 10,000 unseen files: sluice backlog wall / plain Spark listing them", 2.0, "max_seconds",
            case_b1),
