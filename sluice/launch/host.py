@@ -77,8 +77,8 @@ def hand(plan: SubmitPlan, settings: Settings, master: str, *, spark_binary: str
     entry_id = f"{time.time_ns()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
     request = plan.application_args[plan.application_args.index("--request") + 1]
     log_from = host.log.stat().st_size if host.log.exists() else 0
-    write_json(host.inbox / f"{entry_id}.json", {"request": request, "launcher": launcher_token(),
-                                                 "pipeline": plan.pipeline, "kind": plan.what})
+    entry = host.inbox / f"{entry_id}.json"
+    write_json(entry, {"request": request, "launcher": launcher_token(), "pipeline": plan.pipeline, "kind": plan.what})
     started = _ensure_driver(host, plan, settings, master, spark_binary)
     deadline = time.monotonic() + START_SECONDS
     done = host.done / f"{entry_id}.json"
@@ -95,14 +95,14 @@ def hand(plan: SubmitPlan, settings: Settings, master: str, *, spark_binary: str
             if _alive(host):
                 if started is not None and host.ready.exists():
                     started = None  # the driver it started is up: its end from now on is no failed start
-                if (host.inbox / f"{entry_id}.json").exists() and time.monotonic() > deadline:
+                if entry.exists() and time.monotonic() > deadline:
                     raise HostDriverFailed(f"the host driver did not take the {plan.what} of {plan.pipeline} within "
                                            f"{START_SECONDS:g} s; its log: {host.log}\n{_tail(host.log)}")
                 time.sleep(poll_seconds)
                 continue
             if read_json(done) is not None:
                 continue  # it ended the job, then stopped
-            if (host.inbox / f"{entry_id}.json").exists():  # not taken: the next driver takes it
+            if entry.exists():  # not taken: the next driver takes it
                 if started is not None:
                     raise HostDriverFailed(f"the host driver this {plan.what} started ended before it took any "
                                            f"job; its log: {host.log}\n{_tail(host.log)}")
@@ -112,7 +112,7 @@ def hand(plan: SubmitPlan, settings: Settings, master: str, *, spark_binary: str
             raise HostDriverFailed(f"the host driver ended during the {plan.what} of {plan.pipeline} (killed, or its "
                                    f"JVM halted): the next run resumes from the checkpoint; its log: {host.log}")
     finally:
-        (host.inbox / f"{entry_id}.json").unlink(missing_ok=True)  # a job given up is never started
+        entry.unlink(missing_ok=True)  # a job given up is never started
 
 
 def private_root(root: Path) -> Path:
