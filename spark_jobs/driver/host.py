@@ -131,6 +131,10 @@ def _watch(parent: int, current: dict[str, str], log: Path) -> None:
                 # straight to the log: the JVM that would carry a print there is about to be killed
                 with open(log, "a", encoding="utf-8") as out:
                     out.write(f"sluice: the launcher of this job ({launcher}) is gone: stopping the host driver\n")
+                # the driver's whole process group at once (the JVM started it in a session of its own): this
+                # process, which holds the job's driver lock, ends with its JVM, not a moment after it
+                if os.getpgid(0) == parent:
+                    os.killpg(parent, signal.SIGKILL)
                 os.kill(parent, signal.SIGKILL)
                 os._exit(137)
 

@@ -23,7 +23,7 @@ from bench.chaos import (
 )
 from sluice.contract.host import read_json
 from sluice.operations.ledger import latest_runs
-from sluice.process import launcher_alive
+from sluice.process import descendants, launcher_alive, launcher_token
 from tests.e2e.conftest import BIN, last_json_line, sluice, wait_for
 from tests.helpers import (
     orders_spec,
@@ -174,11 +174,13 @@ def test_a_launcher_killed_while_the_host_driver_runs_its_job_ends_the_driver(la
     try:
         wait_for("the host driver to pause in the run", paused.exists, 300)
         (spawn,) = drivers(host_dir)
+        # the driver's JVM and its Python process (which holds the pipeline's driver lock)
+        driver = [spawn["token"]] + [launcher_token(pid) for pid in descendants(spawn["pid"])]
         os.kill(launcher.pid, signal.SIGKILL)  # the launcher only: the driver is not its child
         launcher.wait()
         # the driver notices its job's launcher is gone and ends, paused mid-commit: no orphan writer
         log = next(host_dir.glob("*/driver.log"))
-        wait_for("the host driver to end", lambda: not launcher_alive(spawn["token"]), 60, log)
+        wait_for("the host driver to end", lambda: not any(launcher_alive(t) for t in driver), 60, log)
         assert "the launcher of this job" in log.read_text() and "is gone: stopping the host driver" in log.read_text()
     finally:
         paused.unlink(missing_ok=True)
