@@ -8,7 +8,8 @@ jars, master and environment: :func:`sluice.launch.host.driver_key`)::
         spawn.json          the spark-submit process of the driver now serving ({"pid", "token"})
         ready.json          written by the driver once its SparkSession is up ({"pid", "app_id", "started"})
         driver.log          the driver's output (Spark's, the jobs'), appended
-        inbox/<id>.json     a job handed in: {"request": the request file, "launcher": its token, ...}
+        inbox/<id>.json     a job handed in: {"request": the request file, "launcher": its token,
+                            "settings": the launcher's JOB_SETTINGS variables, ...}
         running/<id>.json   the job the driver took (renamed from the inbox: taken once)
         done/<id>.json      its end: {"code": 0 | 1 | 2 | 137, "message": ...}; the launcher removes it
 
@@ -27,6 +28,14 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+JOB_SETTINGS = ("SLUICE_LAKE_ROOT", "SLUICE_CHECKPOINT_ROOT", "SLUICE_PIPELINES", "SLUICE_LEDGER", "SLUICE_LEDGER_SPOOL",
+                "SLUICE_LOCK_LEASE_SECONDS", "SLUICE_AIRFLOW_HOME", "SLUICE_MAINTENANCE_SCHEDULE",
+                "SLUICE_FRESHNESS_SCHEDULE")
+"""The settings variables that are a job's own, not its driver's: where its lake, checkpoints, specs and ledger
+are, its lock's lease. They travel with each job (the entry's ``settings``; the driver sets them while the job
+runs), so jobs of lakes that differ only in these share a driver. Every other ``SLUICE_`` variable is part of
+the driver's key."""
 
 BEGIN = "sluice host driver: begin"
 END = "sluice host driver: end"

@@ -31,7 +31,14 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-from sluice.contract.host import BEGIN, END, HostFolder, read_json, write_json
+from sluice.contract.host import (
+    BEGIN,
+    END,
+    JOB_SETTINGS,
+    HostFolder,
+    read_json,
+    write_json,
+)
 from sluice.launch.submit import SubmitPlan, spark_jobs_dir, spark_submit_command
 from sluice.process import LAUNCHER_ENV, launcher_alive, launcher_token
 from sluice.settings import Settings
@@ -54,10 +61,18 @@ def driver_key(plan: SubmitPlan, master: str, environ: dict[str, str] | None = N
     env = os.environ if environ is None else environ
     settled = {
         "master": master, "conf": plan.conf, "jars": plan.jars,
-        "env": {k: v for k, v in plan.env_vars.items() if k != LAUNCHER_ENV},
-        "environment": {k: v for k, v in sorted(env.items()) if k.startswith(ENVIRONMENT_PREFIXES)},
+        "env": {k: v for k, v in plan.env_vars.items() if k != LAUNCHER_ENV and k not in JOB_SETTINGS},
+        "environment": {k: v for k, v in sorted(env.items())
+                        if k.startswith(ENVIRONMENT_PREFIXES) and k not in JOB_SETTINGS},
     }
     return hashlib.sha256(json.dumps(settled, sort_keys=True).encode()).hexdigest()[:20]
+
+
+def job_settings(plan: SubmitPlan, environ: dict[str, str] | None = None) -> dict[str, str]:
+    """The job's own settings (:data:`sluice.contract.host.JOB_SETTINGS`) as its spark-submit would have them:
+    the plan's environment over the launcher's."""
+    env = {**(os.environ if environ is None else environ), **plan.env_vars}
+    return {k: env[k] for k in JOB_SETTINGS if k in env}
 
 
 def host_submit(settings: Settings, master: str, *, spark_binary: str = "spark-submit",
@@ -78,7 +93,8 @@ def hand(plan: SubmitPlan, settings: Settings, master: str, *, spark_binary: str
     request = plan.application_args[plan.application_args.index("--request") + 1]
     log_from = host.log.stat().st_size if host.log.exists() else 0
     entry = host.inbox / f"{entry_id}.json"
-    write_json(entry, {"request": request, "launcher": launcher_token(), "pipeline": plan.pipeline, "kind": plan.what})
+    write_json(entry, {"request": request, "launcher": launcher_token(), "pipeline": plan.pipeline, "kind": plan.what,
+                       "settings": job_settings(plan)})
     started = _ensure_driver(host, plan, settings, master, spark_binary)
     deadline = time.monotonic() + START_SECONDS
     done = host.done / f"{entry_id}.json"
@@ -165,7 +181,7 @@ def _ensure_driver(host: HostFolder, plan: SubmitPlan, settings: Settings, maste
             fcntl.flock(lock_file, fcntl.LOCK_UN)
 
 
-def _copy_output(host: HostFolder, entry_id: str, log_from: int, wait_seconds: float = 5.0) -> None:
+def _copy_output(host: HostFolder, entry_id: str, log_from: int, wait_seconds: float = 30.0) -> None:
     """The job's part of the driver's log (between its begin and end lines) to stderr, as a spark-submit's
     output would be; waits a moment for the end line (the driver's output reaches the log through its JVM)."""
     begin, end = f"{BEGIN} {entry_id}", f"{END} {entry_id}"

@@ -14,16 +14,25 @@ job whose launcher dies while it runs ends the driver as it would end a driver o
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
 import sys
 import threading
 import time
 import traceback
+from collections.abc import Iterator
 from pathlib import Path
 
 from sluice.contract import JobRequest
-from sluice.contract.host import BEGIN, END, HostFolder, read_json, write_json
+from sluice.contract.host import (
+    BEGIN,
+    END,
+    JOB_SETTINGS,
+    HostFolder,
+    read_json,
+    write_json,
+)
 from sluice.process import launcher_alive
 from sluice.spec import SpecError, load_spec
 from spark_jobs.driver.job import Body, run_one
@@ -96,25 +105,55 @@ def _run(spark, host: HostFolder, entry: Path, bodies: dict[str, Body], current:
     print(f"{BEGIN} {entry.stem}", flush=True)
     sys.stderr.flush()
     try:
-        try:
-            job = JobRequest.read(Path(data["request"]))
-            spec = load_spec(job.spec_path)
-        except (OSError, ValueError, KeyError, SpecError) as err:
-            message = f"invalid spec\n{err}" if isinstance(err, SpecError) else f"cannot read the job request: {err}"
-            print(f"sluice: {message}", file=sys.stderr, flush=True)
-            return 2, message
-        current["launcher"] = data.get("launcher") or ""
-        what = "run" if job.kind == "run" else "maintenance"
-        try:
-            return run_one(spark, job, spec, bodies[job.kind], what, session_s=session_s, shared=shared), ""
-        except Exception as err:  # noqa: BLE001 - this job fails, the driver serves the next
-            traceback.print_exc()
-            return 1, f"the {what} of {spec.name} ended with {type(err).__name__}: {err}"
-        finally:
-            current.pop("launcher", None)
+        with _settings_of(data.get("settings")):
+            return _run_job(spark, data, bodies, current, session_s=session_s, shared=shared)
     finally:
         sys.stderr.flush()
         print(f"{END} {entry.stem}", flush=True)
+
+
+@contextlib.contextmanager
+def _settings_of(settings: dict[str, str] | None) -> Iterator[None]:
+    """The job's own settings (``JOB_SETTINGS``) in this process's environment while it runs (jobs run one at a
+    time), where :func:`sluice.settings.load_settings` reads them; the driver's own after it. An entry without
+    any (a launcher before them) runs on the driver's, which its key then included."""
+    if settings is None:
+        yield
+        return
+    before = {k: os.environ.get(k) for k in JOB_SETTINGS}
+    for key in JOB_SETTINGS:
+        if key in settings:
+            os.environ[key] = str(settings[key])
+        else:
+            os.environ.pop(key, None)
+    try:
+        yield
+    finally:
+        for key, value in before.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def _run_job(spark, data: dict, bodies: dict[str, Body], current: dict[str, str], *, session_s: float,
+             shared: dict) -> tuple[int, str]:
+    try:
+        job = JobRequest.read(Path(data["request"]))
+        spec = load_spec(job.spec_path)
+    except (OSError, ValueError, KeyError, SpecError) as err:
+        message = f"invalid spec\n{err}" if isinstance(err, SpecError) else f"cannot read the job request: {err}"
+        print(f"sluice: {message}", file=sys.stderr, flush=True)
+        return 2, message
+    current["launcher"] = data.get("launcher") or ""
+    what = "run" if job.kind == "run" else "maintenance"
+    try:
+        return run_one(spark, job, spec, bodies[job.kind], what, session_s=session_s, shared=shared), ""
+    except Exception as err:  # noqa: BLE001 - this job fails, the driver serves the next
+        traceback.print_exc()
+        return 1, f"the {what} of {spec.name} ended with {type(err).__name__}: {err}"
+    finally:
+        current.pop("launcher", None)
 
 
 def _watch(parent: int, current: dict[str, str], log: Path) -> None:

@@ -53,6 +53,29 @@ def host_driver(tmp_path, monkeypatch) -> Path:
 
 
 @pytest.fixture(scope="session")
+def warm_drivers(tmp_path_factory) -> Path:
+    """This worker's host drivers folder, kept for the whole run: the tests of :func:`shared_driver` hand their
+    jobs to the drivers in it, warm from the tests before. Stopped at the run's end."""
+    from sluice.launch.host import stop_drivers
+
+    folder = tmp_path_factory.mktemp("warm-drivers")
+    yield folder
+    stop_drivers(folder)
+
+
+@pytest.fixture
+def shared_driver(warm_drivers, monkeypatch) -> Path:
+    """Jobs handed to this worker's long-lived host driver (``SLUICE_SHARED_DRIVER=host``), shared with the other
+    tests that ask for it (one JVM start per worker and set of Spark settings, instead of one per run): for the
+    tests whose subject is not the spark-submit itself. The lake, checkpoints, specs and ledger stay the test's
+    own (they travel with each job: sluice.contract.host.JOB_SETTINGS)."""
+    monkeypatch.setenv("SLUICE_SHARED_DRIVER", "host")
+    monkeypatch.setenv("SLUICE_SHARED_DRIVER_DIR", str(warm_drivers))
+    monkeypatch.setenv("SLUICE_SHARED_DRIVER_IDLE_SECONDS", "1800")
+    return warm_drivers
+
+
+@pytest.fixture(scope="session")
 def airflow_db() -> Path:
     """The metadata DB (SQLite) of the test run's Airflow home, migrated once per run. Returns a pristine copy
     of it taken right after the migration: the template from which every `airflow standalone` of the run starts

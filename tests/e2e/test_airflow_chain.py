@@ -66,7 +66,8 @@ def _first_completes(events_file: Path) -> dict[str, dict]:
 
 
 def test_chain_runs_through_airflow_with_asset_events_only_for_new_rows_and_lineage(lake, spark, airflow_db,
-                                                                                    monkeypatch, tmp_path):
+                                                                                    monkeypatch, tmp_path,
+                                                                                    shared_driver):
     events_file = tmp_path / "lineage.jsonl"
     monkeypatch.setenv("AIRFLOW__OPENLINEAGE__TRANSPORT", json.dumps(
         {"type": "file", "log_file_path": str(events_file), "append": True}))
@@ -121,7 +122,8 @@ def test_chain_runs_through_airflow_with_asset_events_only_for_new_rows_and_line
     assert ("file", bronze_table) in [(i["namespace"], i["name"]) for i in silver["inputs"]]
 
 
-def test_params_are_validated_before_spark_and_a_backfill_rebuilds_its_days(lake, spark, airflow_db, tmp_path):
+def test_params_are_validated_before_spark_and_a_backfill_rebuilds_its_days(lake, spark, airflow_db, tmp_path,
+                                                                            shared_driver):
     chain_specs(lake, tmp_path)
     landing = lake.lake_root / "landing" / "af"
     write_lines(landing / "dt=2026-11-01" / "a.json", [order(1, "2026-11-01T09:00:00Z", "ann", 10.0)])
@@ -130,7 +132,8 @@ def test_params_are_validated_before_spark_and_a_backfill_rebuilds_its_days(lake
     done, output = dags_test("af_bronze", {"mode": "backfill", "backfill_from": "2026-11-02"})
     assert done.returncode != 0
     assert "af_bronze: param backfill_to: required too; a backfill range has a first and a last day" in output, output
-    assert "spark-submit" not in output.split("param backfill_to")[0].split("Executing")[-1]
+    before = output.split("param backfill_to")[0].split("Executing")[-1]
+    assert "spark-submit" not in before and "host driver" not in before  # refused before any driver
     # (the params' other rules reach the task the same way: tests/sluice/test_run_request.py holds each message)
 
     done, output = dags_test("af_bronze", {"max_files_per_trigger": 1})  # two micro-batches of one file

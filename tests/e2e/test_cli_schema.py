@@ -1,4 +1,4 @@
-"""docs/schema-inference.md's walkthrough through the real CLI and spark-submit: a csv source without a schema,
+"""docs/schema-inference.md's walkthrough through the real CLI (its runs handed to the host's shared driver): a csv source without a schema,
 a dry run that shows the schema and stores nothing, the run that stores it, ``sluice schema NAME``."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from tests.e2e.conftest import last_json_line, sluice
 from tests.helpers import write_lines, write_spec
 
 
-def test_a_first_run_infers_and_stores_the_schema_and_sluice_schema_shows_it(lake, spark):
+def test_a_first_run_infers_and_stores_the_schema_and_sluice_schema_shows_it(lake, spark, shared_driver):
     write_spec(lake.pipelines_dir, {"name": "zips", "source": {
         "format": "csv", "path": "landing/zips", "options": {"header": True}, "schema_hints": "signed_up DATE"},
         "sink": {"path": "bronze/zips"}})

@@ -62,7 +62,8 @@ def daily_spec(sql: str) -> dict:
             "backfill": {"column": "day", "path": "landing/h_daily/dt={{ ds }}"}}
 
 
-def test_runs_handed_to_the_host_driver_share_its_jvm_and_each_keeps_its_own_outcome(lake, spark, host_dir):
+def test_runs_handed_to_the_host_driver_share_its_jvm_and_each_keeps_its_own_outcome(lake, spark, host_dir, monkeypatch,
+                                                                                      tmp_path):
     write_spec(lake.pipelines_dir, daily_spec("SELECT id, ts, amount, to_date(ts) AS day FROM source"))
     write_spec(lake.pipelines_dir, orders_spec(name="h_two", source={**orders_spec()["source"], "path": "landing/h_two"},
                                                sink={"path": "bronze/h_two"}))
@@ -128,7 +129,27 @@ def test_runs_handed_to_the_host_driver_share_its_jvm_and_each_keeps_its_own_out
     assert {n: [r["status"] for r in latest_runs(ledger, n, limit=10)] for n in ("h_daily", "h_two", "h_bad")} == {
         "h_daily": ["succeeded", "succeeded"], "h_two": ["succeeded", "succeeded", "succeeded"], "h_bad": ["failed"]}
 
-    # one driver served all six; with nothing to do it stops by itself
+    # a job of another lake (its own lake, checkpoints, specs and ledger: the settings that travel with each job)
+    # runs in the same driver, and writes there only
+    other = tmp_path / "other"
+    for key, sub in (("SLUICE_LAKE_ROOT", "lake"), ("SLUICE_CHECKPOINT_ROOT", "checkpoints"),
+                     ("SLUICE_PIPELINES", "pipelines"), ("SLUICE_LEDGER", "ledger")):
+        monkeypatch.setenv(key, str(other / sub))
+    (other / "pipelines").mkdir(parents=True)
+    write_spec(other / "pipelines", orders_spec(name="h_two", source={**orders_spec()["source"], "path": "landing/h_two"},
+                                                sink={"path": "bronze/h_two"}))
+    write_orders(other / "lake" / "landing" / "h_two", "a.json", range(100, 104))
+    elsewhere = sluice("run", "h_two")
+    assert elsewhere.returncode == 0, elsewhere.stderr[-3000:]
+    moved = last_json_line(elsewhere.stdout)
+    assert (moved["shared_driver"], moved["input_rows"]) == ({**shared, "position": 7}, 4)
+    assert moved["sink"] == str(other / "lake" / "bronze" / "h_two")
+    assert moved["checkpoint"].startswith(f"{other / 'checkpoints'}/") and Path(moved["checkpoint"]).is_dir()
+    assert ids(spark, moved["sink"]) == [100, 101, 102, 103] and ids(spark, two["sink"]) == list(range(10))
+    assert [r["run_id"] for r in latest_runs(str(other / "ledger"), "h_two", limit=5)] == [moved["run_id"]]
+    assert len(latest_runs(ledger, "h_two", limit=10)) == 3
+
+    # one driver served all seven; with nothing to do it stops by itself
     (spawn,) = drivers(host_dir)
     assert launcher_alive(spawn["token"])
     log = next(host_dir.glob("*/driver.log"))

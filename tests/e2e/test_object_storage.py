@@ -338,7 +338,7 @@ def _read(uri: str, *columns: str) -> list[tuple]:
 
 
 def test_kafka_into_a_table_in_a_bucket_takes_each_record_once(bucket, aws_env, lake, monkeypatch, kafka_broker,
-                                                                here):
+                                                                here, shared_driver):
     """Kafka -> Delta with the table, its quarantine and its checkpoint (the offsets) in the bucket: the first run
     in-process (``here``), the second a `sluice run` process that resumes from the offsets in the bucket."""
     from devservices.kafka_broker import create_topic
@@ -407,7 +407,7 @@ def test_a_driver_paused_past_its_lease_commits_nothing_and_the_next_run_takes_e
     assert _read(f"{root}/lake/bronze/orders", "id", "amount") == [(i, i * 1.5) for i in range(5)]
 
 
-def test_merge_reset_and_maintenance_of_a_table_in_a_bucket(bucket, aws_env, lake, monkeypatch, here):
+def test_merge_reset_and_maintenance_of_a_table_in_a_bucket(bucket, aws_env, lake, monkeypatch, here, shared_driver):
     """A MERGE sink (the latest row per key), a reset (the old checkpoint set aside in the bucket, the table
     replaced from everything the source holds) and maintenance (OPTIMIZE compacts, VACUUM deletes the files
     it replaced) with the table and checkpoint in the bucket."""
@@ -450,7 +450,7 @@ def test_merge_reset_and_maintenance_of_a_table_in_a_bucket(bucket, aws_env, lak
 
 
 def test_a_landing_object_rewritten_after_it_was_ingested_is_seen_and_reingested_once(bucket, aws_env, lake,
-                                                                                      monkeypatch, here):
+                                                                                      monkeypatch, here, shared_driver):
     """source.on_overwrite in a bucket: the object's Last-Modified against the time Spark's source log holds
     (to the second), its copy staged in the bucket, ingested once by the companion query. The run that sees the
     rewrite is a `sluice run` process; the ones before and after it are made in-process (``here``)."""

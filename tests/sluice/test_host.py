@@ -8,7 +8,14 @@ import os
 import pytest
 
 from sluice.contract import maintain_job, run_job
-from sluice.launch.host import HostDriverFailed, driver_key, host_submit, private_root
+from sluice.contract.host import JOB_SETTINGS
+from sluice.launch.host import (
+    HostDriverFailed,
+    driver_key,
+    host_submit,
+    job_settings,
+    private_root,
+)
 from sluice.launch.submit import build_plan
 from sluice.process import LAUNCHER_ENV
 from tests.helpers import make_spec, orders_spec, write_spec
@@ -35,8 +42,27 @@ def test_jobs_share_a_driver_when_their_spark_settings_jars_master_and_environme
     tuned = plan_of(lake, tmp_path, "tuned", spark_conf={"spark.sql.shuffle.partitions": 3})
     assert driver_key(tuned, "local[*]", env) != driver_key(one, "local[*]", env)
     assert driver_key(one, "spark://h:7077", env) != driver_key(one, "local[*]", env)
-    assert driver_key(one, "local[*]", {**env, "SLUICE_LOCK_LEASE_SECONDS": "30"}) != driver_key(one, "local[*]", env)
+    assert driver_key(one, "local[*]", {**env, "AWS_ACCESS_KEY_ID": "other"}) != driver_key(one, "local[*]", env)
+    assert driver_key(one, "local[*]", {**env, "SLUICE_KAFKA_SECRET_CONFIG": "{}"}) != driver_key(one, "local[*]", env)
     assert driver_key(one, "local[*]", {**env, "HOME": "/home/x"}) == driver_key(one, "local[*]", env)
+
+
+def test_jobs_of_lakes_that_differ_only_in_their_own_settings_share_a_driver_and_carry_them(lake, tmp_path):
+    one = plan_of(lake, tmp_path, "one")
+    other_lake = lake.model_copy(update={"lake_root": tmp_path / "lake2", "checkpoint_root": tmp_path / "cp2",
+                                         "pipelines_dir": tmp_path / "specs2", "ledger_path": tmp_path / "ledger2"})
+    other_lake.pipelines_dir.mkdir()
+    two = plan_of(other_lake, tmp_path, "two")
+    env = {"SLUICE_LAKE_ROOT": "/lake", "SLUICE_LOCK_LEASE_SECONDS": "60", "SLUICE_SPARK_CONF": "{}"}
+    moved = {**env, "SLUICE_LAKE_ROOT": "/elsewhere", "SLUICE_LOCK_LEASE_SECONDS": "30",
+             "SLUICE_MAINTENANCE_SCHEDULE": "@hourly"}
+    assert driver_key(one, "local[*]", env) == driver_key(two, "local[*]", moved)
+    # each job takes its own to the driver: the plan's (what its spark-submit would have had) over the launcher's
+    assert job_settings(two, moved) == {
+        "SLUICE_LAKE_ROOT": str(tmp_path / "lake2"), "SLUICE_CHECKPOINT_ROOT": str(tmp_path / "cp2"),
+        "SLUICE_PIPELINES": str(tmp_path / "specs2"), "SLUICE_LEDGER": str(tmp_path / "ledger2"),
+        "SLUICE_LOCK_LEASE_SECONDS": "30", "SLUICE_MAINTENANCE_SCHEDULE": "@hourly"}
+    assert set(JOB_SETTINGS) >= set(job_settings(one, env))
 
 
 def test_a_driver_that_ends_before_taking_its_job_fails_the_job_with_the_drivers_log(lake, tmp_path):
