@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-JOB_SETTINGS = ("SLUICE_LAKE_ROOT", "SLUICE_CHECKPOINT_ROOT", "SLUICE_PIPELINES", "SLUICE_LEDGER", "SLUICE_LEDGER_SPOOL",
-                "SLUICE_LOCK_LEASE_SECONDS", "SLUICE_AIRFLOW_HOME", "SLUICE_MAINTENANCE_SCHEDULE",
+JOB_SETTINGS = ("SLUICE_LAKE_ROOT", "SLUICE_CHECKPOINT_ROOT", "SLUICE_PIPELINES", "SLUICE_LEDGER",
+                "SLUICE_LEDGER_SPOOL", "SLUICE_LOCK_LEASE_SECONDS", "SLUICE_AIRFLOW_HOME", "SLUICE_MAINTENANCE_SCHEDULE",
                 "SLUICE_FRESHNESS_SCHEDULE")
 """The settings variables that are a job's own, not its driver's: where its lake, checkpoints, specs and ledger
 are, its lock's lease. They travel with each job (the entry's ``settings``; the driver sets them while the job

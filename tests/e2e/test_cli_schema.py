@@ -1,5 +1,6 @@
-"""docs/schema-inference.md's walkthrough through the real CLI (its runs handed to the host's shared driver): a csv source without a schema,
-a dry run that shows the schema and stores nothing, the run that stores it, ``sluice schema NAME``."""
+"""docs/schema-inference.md's walkthrough through the real CLI (its runs handed to the host's shared driver): a
+csv source without a schema, a dry run that shows the schema and stores nothing, the run that stores it,
+``sluice schema NAME``."""
 
 from __future__ import annotations
 

@@ -62,11 +62,12 @@ def daily_spec(sql: str) -> dict:
             "backfill": {"column": "day", "path": "landing/h_daily/dt={{ ds }}"}}
 
 
-def test_runs_handed_to_the_host_driver_share_its_jvm_and_each_keeps_its_own_outcome(lake, spark, host_dir, monkeypatch,
-                                                                                      tmp_path):
+def test_runs_handed_to_the_host_driver_share_its_jvm_and_each_keeps_its_own_outcome(lake, spark, host_dir,
+                                                                                      monkeypatch, tmp_path):
     write_spec(lake.pipelines_dir, daily_spec("SELECT id, ts, amount, to_date(ts) AS day FROM source"))
-    write_spec(lake.pipelines_dir, orders_spec(name="h_two", source={**orders_spec()["source"], "path": "landing/h_two"},
-                                               sink={"path": "bronze/h_two"}))
+    two_spec = orders_spec(name="h_two", source={**orders_spec()["source"], "path": "landing/h_two"},
+                           sink={"path": "bronze/h_two"})
+    write_spec(lake.pipelines_dir, two_spec)
     write_spec(lake.pipelines_dir, orders_spec(name="h_bad", source={**orders_spec()["source"], "path": "landing/h_bad"},
                                                transform={"sql": "SELECT s.id FROM source s JOIN nowhere n ON s.id = n.id"}))
     for day in (1, 2, 3):
@@ -136,8 +137,7 @@ def test_runs_handed_to_the_host_driver_share_its_jvm_and_each_keeps_its_own_out
                      ("SLUICE_PIPELINES", "pipelines"), ("SLUICE_LEDGER", "ledger")):
         monkeypatch.setenv(key, str(other / sub))
     (other / "pipelines").mkdir(parents=True)
-    write_spec(other / "pipelines", orders_spec(name="h_two", source={**orders_spec()["source"], "path": "landing/h_two"},
-                                                sink={"path": "bronze/h_two"}))
+    write_spec(other / "pipelines", two_spec)
     write_orders(other / "lake" / "landing" / "h_two", "a.json", range(100, 104))
     elsewhere = sluice("run", "h_two")
     assert elsewhere.returncode == 0, elsewhere.stderr[-3000:]
