@@ -17,6 +17,11 @@ class ProgressCollector(StreamingQueryListener):
     ``query.recentProgress`` keeps only the last 100 reports
     (``spark.sql.streaming.numRecentProgressUpdates``); a rate-limited catch-up can run more batches.
     Listener events arrive asynchronously, so :func:`batches_of` merges both views by batch id.
+
+    Spark hands each event over as its JSON text (:class:`_JsonEvents`), not as PySpark's event objects:
+    building one of those costs ~150 calls into the JVM, and each of its five Java maps ends its iteration with
+    a Java exception that PySpark converts by asking the JVM ~14 class lookups -- 0.3 s of a busy driver's CPU
+    per report, measured (docs/performance.md).
     """
 
     def __init__(self, query_name: str, stream=None):
@@ -28,11 +33,25 @@ class ProgressCollector(StreamingQueryListener):
         """How many times a batch read its input (the batch writer's ``source_reads``): a batch with rows to
         set aside reads its source again for them, and Spark adds every read to the report's input rows."""
 
+    @property
+    def _jlistener(self):
+        """What ``spark.streams.addListener``/``removeListener`` hand to the JVM (PySpark's own property
+        wraps every event in its Python objects first): Spark's listener wrapper around :class:`_JsonEvents`."""
+        from pyspark import SparkContext
+
+        if not hasattr(self, "_jlistenerobj"):
+            self._jlistenerobj = SparkContext._jvm.PythonStreamingQueryListenerWrapper(_JsonEvents(self))
+        return self._jlistenerobj
+
     def onQueryStarted(self, event) -> None:  # noqa: N802 (Spark's API)
         pass
 
     def onQueryProgress(self, event) -> None:  # noqa: N802
-        report = json.loads(event.progress.json)
+        self.progress_json(event.progress.json)
+
+    def progress_json(self, text: str) -> None:
+        """One progress report, as Spark writes it (``StreamingQueryProgress.json``)."""
+        report = json.loads(text)
         if report.get("name") != self.query_name:
             return
         with self._lock:
@@ -46,6 +65,29 @@ class ProgressCollector(StreamingQueryListener):
 
     def onQueryTerminated(self, event) -> None:  # noqa: N802
         pass
+
+
+class _JsonEvents:
+    """Spark's Python listener interface, implemented through py4j: only a progress event is of use, and it is
+    read with one call, its JSON text."""
+
+    def __init__(self, collector: ProgressCollector):
+        self.collector = collector
+
+    def onQueryStarted(self, jevent) -> None:  # noqa: N802 (Spark's API)
+        pass
+
+    def onQueryProgress(self, jevent) -> None:  # noqa: N802
+        self.collector.progress_json(jevent.progress().json())
+
+    def onQueryIdle(self, jevent) -> None:  # noqa: N802
+        pass
+
+    def onQueryTerminated(self, jevent) -> None:  # noqa: N802
+        pass
+
+    class Java:
+        implements = ["org.apache.spark.sql.streaming.PythonStreamingQueryListener"]
 
 
 def is_executed(report: dict[str, Any]) -> bool:
