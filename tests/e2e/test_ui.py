@@ -78,9 +78,10 @@ def run_from_the_form(page, api: Api, log: Path, dag_id: str, mode: str, screens
 
 
 def test_trigger_a_pipeline_from_the_ui_form_and_read_its_summary(lake, spark, browser, artifacts, tmp_path,
-                                                                airflow_db, host_driver):
-    # the tasks hand their runs to the host's shared driver (SLUICE_SHARED_DRIVER=host): the dry run, the run
-    # and the downstream run in one JVM (a task's own spark-submit is the other Airflow tests')
+                                                                airflow_db, shared_driver):
+    # the tasks hand their runs to the host's shared driver (SLUICE_SHARED_DRIVER=host, warm from the tests
+    # before): the dry run, the run and the downstream run in one JVM (a task's own spark-submit is the other
+    # Airflow tests')
     # Given an upstream pipeline with 40 good orders and a bad one, and a downstream pipeline on its Asset
     write_spec(lake.pipelines_dir, orders_spec(name="ui_orders"))
     write_spec(lake.pipelines_dir, {"name": "ui_orders_copy", "schedule": {"asset": "ui_orders"},
@@ -121,7 +122,7 @@ def test_trigger_a_pipeline_from_the_ui_form_and_read_its_summary(lake, spark, b
         # Then the summary says what the next run would ingest, and nothing was written
         assert (summary["mode"], summary["dry_run"], summary["status"]) == ("dry_run", True, "succeeded")
         shared = summary["shared_driver"]
-        assert (shared["driver"], shared["position"]) == ("host", 1)
+        assert shared["driver"] == "host"
         assert (summary["input_rows"], summary["output_rows"], summary["quarantined_rows"]) == (41, 40, 1)
         # still no checkpoint (the checkpoint root's _locks/ are not compared: the daily sluice_maintenance DAG
         # starts with Airflow and takes each pipeline's lock meanwhile)
@@ -134,7 +135,7 @@ def test_trigger_a_pipeline_from_the_ui_form_and_read_its_summary(lake, spark, b
         summary = run_from_the_form(page, api, log, "ui_orders", "incremental",
                                     artifacts / "3-incremental-summary.png")
         assert (summary["mode"], summary["dry_run"], summary["status"]) == ("incremental", False, "succeeded")
-        assert summary["shared_driver"] == {**shared, "position": 2}
+        assert summary["shared_driver"] == {**shared, "position": shared["position"] + 1}
         assert (summary["input_rows"], summary["output_rows"], summary["quarantined_rows"]) == (41, 40, 1)
         assert {"offsets/0", "commits/0"} <= set(tree_digest(checkpoint))  # this run wrote the checkpoint
         assert delta_version(lake.lake_root / "bronze" / "orders") == summary["delta_version_after"] == 0
