@@ -20,8 +20,8 @@ class ProgressCollector(StreamingQueryListener):
 
     Spark hands each event over as its JSON text (:class:`_JsonEvents`), not as PySpark's event objects:
     building one of those costs ~150 calls into the JVM, and each of its five Java maps ends its iteration with
-    a Java exception that PySpark converts by asking the JVM ~14 class lookups -- 0.3 s of a busy driver's CPU
-    per report, measured (docs/performance.md).
+    a Java exception that PySpark converts by asking the JVM for ~14 classes by name -- 0.3-0.9 s per report,
+    measured (docs/performance.md).
     """
 
     def __init__(self, query_name: str, stream=None):

@@ -179,6 +179,13 @@ class Api:
     def get(self, path: str) -> dict:
         return self._call("GET", path)
 
+    def run_summary(self, dag_id: str, run_id: str, task_id: str = "ingest") -> dict:
+        """The run summary a task returned (its ``return_value`` XCom), decoded whether Airflow serves it as
+        JSON text or as an object."""
+        value = self.get(f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/xcomEntries/"
+                         "return_value")["value"]
+        return json.loads(value) if isinstance(value, str) else value
+
     def post(self, path: str, body: dict) -> dict:
         return self._call("POST", path, body)
 

@@ -57,9 +57,8 @@ def dag_runs(api: Api, dag_id: str) -> list[dict] | None:
 def test_an_airflow_backfill_upstream_is_rebuilt_down_the_chain_by_asset_triggered_runs(lake, spark, standalone,
                                                                                            tmp_path, shared_driver):
     # the tasks hand their runs to the host's shared driver (SLUICE_SHARED_DRIVER=host, warm from the tests
-    # before): the scheduler's,
-    # the backfill's and the Asset-triggered runs of the three pipelines in one JVM (the per-task spark-submit
-    # of these paths is test_airflow_chain.py's and test_airflow_backfill.py's)
+    # before): the scheduler's, the backfill's and the Asset-triggered runs of the three pipelines in one JVM
+    # (the per-task spark-submit of these paths is test_airflow_chain.py's and test_airflow_backfill.py's)
     regions = tmp_path / "regions.csv"
     regions.write_text("customer,region\nann,north\nbob,south\n", encoding="utf-8")
     bronze = renamed({**BRONZE, "schedule": "@daily"})
@@ -150,12 +149,7 @@ def test_an_airflow_backfill_upstream_is_rebuilt_down_the_chain_by_asset_trigger
     assert {(NAMES["bronze"], '"2026-11-01..2026-11-01"'), (NAMES["bronze"], '"2026-11-02..2026-11-02"')} <= extras
     assert any(dag == NAMES["silver"] and "2026-11-0" in slices for dag, slices in extras), extras
     # one driver ran them all: every run's summary (its XCom) names the same JVM
-    drivers = []
-    for dag, found in runs.items():
-        for run in found:
-            value = api.get(f"/api/v2/dags/{dag}/dagRuns/{run['dag_run_id']}/taskInstances/ingest/xcomEntries/"
-                            "return_value")["value"]
-            drivers.append((json.loads(value) if isinstance(value, str) else value)["shared_driver"])
+    drivers = [api.run_summary(dag, run["dag_run_id"])["shared_driver"] for dag, found in runs.items() for run in found]
     assert len({(d["driver"], d["app_id"], d["pid"]) for d in drivers}) == 1, drivers
     # each run its own job: bronze's three, and one or more of silver and of gold
     assert len({d["position"] for d in drivers}) == len(drivers) >= 5, drivers
