@@ -15,7 +15,7 @@ STAMPS := var/stamps
 export SPARK_LOCAL_IP := 127.0.0.1
 export PYSPARK_PYTHON := $(CURDIR)/$(BIN)/python
 
-.PHONY: help install setup venv jars airflow-db demo test test-fast bench lock lint docs chaos chaos-jar sluice-jar jvm-archive clean clean-cache clean-data airflow-standalone kafka-up kafka-down s3-server s3-up s3-down stack stack-down system-packages
+.PHONY: help install setup venv jars airflow-db demo test test-fast bench lock lint docs chaos chaos-jar sluice-jar jvm-archive clean clean-cache clean-data airflow-standalone kafka-up kafka-down catalog-up catalog-down s3-server s3-up s3-down stack stack-down system-packages
 
 help:
 	@echo "make demo    install everything, ingest sample data twice through Airflow, show the table"
@@ -25,6 +25,7 @@ help:
 	@echo "make install the virtualenv (.venv), the jars (var/jars) and the Airflow DB (var/airflow)"
 	@echo "make airflow-standalone   the Airflow UI on http://127.0.0.1:8080 (SQLite; the sluice pool admits the spark-submits)"
 	@echo "make kafka-up / kafka-down  a local Kafka broker (KRaft) on 127.0.0.1:9092 (SLUICE_KAFKA_PORT)"
+	@echo "make catalog-up / catalog-down  the local catalog of table names (a Hive metastore) on 127.0.0.1:9083 (SLUICE_CATALOG_PORT)"
 	@echo "make s3-up / s3-down  a local S3 server (SeaweedFS) on 127.0.0.1:8333 (SLUICE_S3_PORT); its credentials: sluice s3 env"
 	@echo "make chaos   kill runs at random moments (50 rounds per pipeline): 0 lost, 0 duplicated, or exit 1"
 	@echo "             CHAOS_STORAGE=s3: tables and checkpoints in a bucket of the local S3 server, which is also stopped mid-run"
@@ -179,6 +180,12 @@ kafka-up: venv jars
 
 kafka-down: venv
 	$(BIN)/sluice kafka down
+
+catalog-up: venv
+	$(BIN)/sluice catalog up
+
+catalog-down: venv
+	$(BIN)/sluice catalog down
 
 s3-up: venv s3-server
 	$(BIN)/sluice s3 up

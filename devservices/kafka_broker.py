@@ -19,7 +19,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from devservices.readiness import launch_server
-from sluice.process import ServerState, stop_process
+from sluice.process import (  # noqa: F401 - port_open: imported from here too
+    ServerState,
+    port_open,
+    stop_process,
+)
 
 
 class BrokerError(RuntimeError):
@@ -51,12 +55,6 @@ def _ephemeral_low() -> int:
         return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
     except (OSError, ValueError, IndexError):
         return 32_768
-
-
-def port_open(port: int, host: str = "127.0.0.1") -> bool:
-    with socket.socket() as sock:
-        sock.settimeout(0.5)
-        return sock.connect_ex((host, port)) == 0
 
 
 @dataclass

@@ -22,6 +22,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from sluice.process import log_tail
+
 T = TypeVar("T")
 
 NOT_YET_ERRORS: tuple[type[Exception], ...] = (OSError, http.client.HTTPException, ValueError)
@@ -29,22 +31,9 @@ NOT_YET_ERRORS: tuple[type[Exception], ...] = (OSError, http.client.HTTPExceptio
 timeout), ``http.client.HTTPException`` (``RemoteDisconnected``, ``IncompleteRead``, a garbled status line),
 ``ValueError`` (``JSONDecodeError``, a body that is not UTF-8). Anything else is a bug, not a wait."""
 
-LOG_TAIL_CHARS = 3000
-
 
 class NotReady(RuntimeError):
     """A service did not become ready by its deadline; the message names it and ends with its log's tail."""
-
-
-def log_tail(path: Path | None, chars: int = LOG_TAIL_CHARS) -> str:
-    """``; see <path>, which ends:`` and the last ``chars`` characters of the log ("" without a log)."""
-    if path is None:
-        return ""
-    try:
-        text = Path(path).read_text(encoding="utf-8", errors="replace")
-    except OSError as err:
-        return f"; see {path} (cannot read it: {err.strerror or err})"
-    return f"; see {path}, which ends:\n{text[-chars:]}" if text.strip() else f"; see {path} (empty)"
 
 
 def wait_until(what: str, probe: Callable[[], T | None], timeout: float, log_path: Path | None = None, *,

@@ -1,7 +1,7 @@
 """`make demo`: sample files land and click events go to Kafka; the orders_bronze (files) and clicks_kafka
 (Kafka) DAGs run through Airflow; more data arrives; they run again and ingest exactly the new rows; the
 chain orders_bronze -> orders_silver (deduplicated, with regions) -> orders_gold (revenue per region and
-day) runs; then the tables are shown. The local Kafka broker is started for the demo (and stopped after it) unless it
+day) runs; then the tables are shown, and queried by their names from a plain PySpark session. The local Kafka broker is started for the demo (and stopped after it) unless it
 was already running.
 
 Every step is a command a user can type; the demo prints each before running it.
@@ -106,6 +106,10 @@ def main() -> None:
     run([str(BIN / "sluice"), "show", PIPELINE, "--limit", "5"])
     run([str(BIN / "sluice"), "show", CHAIN[-1], "--limit", "12"])
     run([str(BIN / "sluice"), "backlog"])  # what waits for each pipeline now: nothing, for the ones that ran
+    # the tables by name, from a plain PySpark session on the catalog the runs registered them in
+    run([sys.executable, str(HOME / "include" / "query_by_name.py"),
+         "SELECT region, day, revenue FROM gold.revenue_by_region ORDER BY day, region LIMIT 8"])
+    run([sys.executable, str(HOME / "include" / "query_by_name.py"), "SHOW TABLES IN bronze"])
     print(
         f"\nDone. Files: the first run ingested {first['input_rows']} rows, the second exactly the "
         f"{second['input_rows']} new ones. Kafka: {first_clicks['input_rows']} then exactly the "
@@ -115,7 +119,9 @@ def main() -> None:
         f"({silver['output_rows']} orders), orders_gold wrote {gold['output_rows']} rows of revenue per region "
         "and day (a day is written once it is complete: when orders more than an hour past its end arrived).\n"
         f"Tables: {second['sink']}, {silver['sink']}, {gold['sink']}, {second_clicks['sink']}; "
-        f"checkpoints: {settings.checkpoint_root}.\n"
+        f"checkpoints: {settings.checkpoint_root}. By name: bronze.orders, silver.orders, gold.revenue_by_region "
+        f"in the catalog {settings.metastore_uri} (read them from any Spark session with the settings of "
+        "`sluice catalog conf`; `make catalog-down` stops the local catalog).\n"
         "Next: `make airflow-standalone` for the UI -- every pipeline at a glance on its sluice page, "
         "http://127.0.0.1:8080/plugin/sluice -- or `.venv/bin/sluice run customers_csv`."
     )

@@ -17,6 +17,7 @@ import dataclasses
 import json
 import os
 import signal
+import socket
 import time
 from pathlib import Path
 
@@ -173,3 +174,21 @@ class ServerState:
         except (OSError, ValueError):
             return None
         return cls(home=home, **state)
+
+
+def port_open(port: int, host: str = "127.0.0.1") -> bool:
+    """Whether something takes connections on ``host:port`` (half a second to answer)."""
+    with socket.socket() as sock:
+        sock.settimeout(0.5)
+        return sock.connect_ex((host, port)) == 0
+
+
+def log_tail(path: Path | None, chars: int = 3000) -> str:
+    """``; see <path>, which ends:`` and the last ``chars`` characters of a server's log ("" without a log)."""
+    if path is None:
+        return ""
+    try:
+        text = Path(path).read_text(encoding="utf-8", errors="replace")
+    except OSError as err:
+        return f"; see {path} (cannot read it: {err.strerror or err})"
+    return f"; see {path}, which ends:\n{text[-chars:]}" if text.strip() else f"; see {path} (empty)"

@@ -43,6 +43,12 @@ env                        meaning                                     default
 ``SLUICE_SHARED_DRIVER_DIR``  the host drivers' folders (local)        ``<temp dir>/sluice-drivers-<uid>``
 ``SLUICE_SHARED_DRIVER_IDLE_SECONDS``  a host driver with nothing to   ``300``
                            do for this long stops
+``SLUICE_CATALOG_URI``     the Hive metastore tables are registered    none: the local one
+                           in (``thrift://host:9083``)                 (``var/catalog``, started on demand)
+``SLUICE_CATALOG_PORT``    port of the local metastore                 ``9083``
+``SLUICE_CATALOG_HOME``    the local metastore's folder                ``$SLUICE_HOME/var/catalog``
+``SLUICE_TABLE_NAMES``     ``auto``: every pipeline's table gets a     ``off``: only ``sink.table`` names
+                           name (``bronze/orders`` -> ``bronze.orders``)
 =========================  ==========================================  =====================================
 
 This is the one place a ``SLUICE_*`` variable is read (a test holds it): the rest of sluice is handed the
@@ -132,6 +138,16 @@ class Settings(BaseModel):
     """Where the host drivers keep their folders (inbox, log); None: ``<temp dir>/sluice-drivers-<uid>``."""
     shared_driver_idle_seconds: float = 300.0
     """A host driver with no job for this long stops (the next job starts another)."""
+    catalog_uri: str | None = None
+    """``SLUICE_CATALOG_URI``: the Hive metastore (``thrift://host:port``) that table names are registered in;
+    None: the local one (:attr:`metastore_uri`), which sluice starts when a run needs it."""
+    catalog_port: int = 9083
+    """Port of the local metastore (``sluice catalog up``)."""
+    catalog_dir: Path | None = None
+    """``SLUICE_CATALOG_HOME``: the local metastore's folder (None: ``var/catalog``)."""
+    table_names: Literal["off", "auto"] = "off"
+    """``auto``: a pipeline without ``sink.table`` gets a name from its sink folder (see
+    :meth:`sluice.spec.PipelineSpec.table_name`); ``off``: only the specs that name their table have one."""
     lock_lease_seconds: float = 60.0
     """On object storage, the pipeline lock is a lease its holder renews (:class:`sluice.storage.lock.LeaseLock`): a holder that
     died blocks the next run at most this long."""
@@ -166,6 +182,15 @@ class Settings(BaseModel):
     @property
     def s3_home(self) -> Path:
         return self.var_dir / "s3"
+
+    @property
+    def catalog_home(self) -> Path:
+        return self.catalog_dir or self.var_dir / "catalog"
+
+    @property
+    def metastore_uri(self) -> str:
+        """The metastore names are registered in: ``SLUICE_CATALOG_URI``, else the local one."""
+        return self.catalog_uri or f"thrift://127.0.0.1:{self.catalog_port}"
 
     def spark_jars(self) -> list[Path]:
         """The jars handed to spark-submit: Delta and the Kafka connector, as fetched at set-up, and sluice's
@@ -234,7 +259,33 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         shared_driver=shared_driver(env.get("SLUICE_SHARED_DRIVER")),
         shared_driver_dir=folder("SLUICE_SHARED_DRIVER_DIR", Path(tempfile.gettempdir()) / f"sluice-drivers-{os.getuid()}"),
         shared_driver_idle_seconds=idle_seconds(env.get("SLUICE_SHARED_DRIVER_IDLE_SECONDS")),
+        catalog_uri=catalog_uri(env.get("SLUICE_CATALOG_URI")),
+        catalog_port=int(env.get("SLUICE_CATALOG_PORT") or 9083),
+        catalog_dir=folder("SLUICE_CATALOG_HOME", None),
+        table_names=table_names(env.get("SLUICE_TABLE_NAMES")),
     )
+
+
+def catalog_uri(value: str | None) -> str | None:
+    """``SLUICE_CATALOG_URI`` read: unset or empty is the local metastore; else ``thrift://host:port``, several
+    comma-separated (Hive's ``hive.metastore.uris``)."""
+    if not (value or "").strip():
+        return None
+    uris = [u.strip() for u in value.split(",")]
+    if not all(re.fullmatch(r"thrift://[^\s/:]+:\d+", u) for u in uris):
+        raise ValueError(f"SLUICE_CATALOG_URI={value!r} is not a metastore address: give thrift://host:port (e.g. "
+                         "thrift://metastore:9083), or unset it for the local metastore (sluice catalog up)")
+    return ",".join(uris)
+
+
+def table_names(value: str | None) -> Literal["off", "auto"]:
+    """``SLUICE_TABLE_NAMES`` read: unset or empty is ``off``; anything but the two choices is refused."""
+    choice = (value or "off").strip().lower()
+    if choice not in ("off", "auto"):
+        raise ValueError(f"SLUICE_TABLE_NAMES={value!r} is not a choice: set it to 'auto' (every pipeline's table "
+                         "is registered under a name made from its sink folder) or 'off' (only sink.table names), "
+                         "or unset it")
+    return choice  # type: ignore[return-value]
 
 
 DRIVER_MEMORY_GIB = 2.5

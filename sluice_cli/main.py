@@ -12,10 +12,12 @@
     sluice airflow ARGS...                           the airflow CLI with the project's environment
     sluice kafka up|down|status|create-topic T       the project's local Kafka broker
     sluice s3 up|down|status|env|create-bucket B     the project's local S3 server (SeaweedFS)
+    sluice catalog up|down|status|conf [--json]      the catalog of table names; conf: Spark settings that
+                                                     read the tables by name
     sluice env                                       that environment, as shell exports
 
-SPEC is a spec file, or the name of a pipeline in the pipelines folder. ``sluice run`` streams Spark's
-progress to stderr and prints the JSON run summary as its last stdout line.
+SPEC is a spec file, the name of a pipeline in the pipelines folder, or its table's name (bronze.orders).
+``sluice run`` streams Spark's progress to stderr and prints the JSON run summary as its last stdout line.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from importlib.metadata import entry_points
 
 from sluice.settings import load_settings
 from sluice.spec import SpecError
+from sluice_cli import catalog
 from sluice_cli.airflow import cmd_airflow, cmd_env
 from sluice_cli.pipelines import (
     cmd_backlog,
@@ -106,6 +109,8 @@ def build_parser() -> argparse.ArgumentParser:
     # the local services' commands (sluice kafka, s3, stack): registered by the devservices package
     for command in entry_points(group="sluice.commands"):
         command.load()(sub)
+
+    catalog.add_parser(sub)
 
     p = sub.add_parser("env", help="print the project's environment as shell exports")
     p.set_defaults(func=cmd_env)

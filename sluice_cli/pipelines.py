@@ -23,8 +23,8 @@ from sluice.spec.catalog import PipelineCatalog, spec_files
 
 
 def resolve_spec_path(arg: str, settings: Settings) -> Path:
-    """A spec file path, or a pipeline name looked up in the pipelines folder."""
-    return PipelineCatalog(settings.pipelines_dir).resolve(arg)
+    """A spec file path, a pipeline name or its table's catalog name, looked up in the pipelines folder."""
+    return PipelineCatalog(settings.pipelines_dir).resolve(arg, settings)
 
 
 def _apply_env(settings: Settings) -> None:
@@ -45,7 +45,7 @@ def cmd_validate(args: argparse.Namespace, settings: Settings) -> int:
     bad = 0
     for arg in args.specs or [str(p) for p in spec_files(settings.pipelines_dir)]:
         try:
-            path = catalog.resolve(arg)
+            path = catalog.resolve(arg, settings)
             spec = catalog.readable.get(path) or load_spec(path)
             if path.resolve() in in_folder:
                 raise in_folder[path.resolve()]

@@ -129,6 +129,18 @@ def kafka_broker(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def metastore(tmp_path_factory):
+    """A real Hive metastore for the test run (Hive 2.3's server from PySpark's jars, embedded Derby), as
+    ``sluice catalog up`` starts it; tests point SLUICE_CATALOG_URI at it."""
+    from devservices.kafka_broker import free_port
+    from sluice.operations.catalog import start_local, stop_local
+
+    server = start_local(tmp_path_factory.mktemp("metastore"), free_port())
+    yield server
+    stop_local(server)
+
+
+@pytest.fixture(scope="session")
 def s3_server(tmp_path_factory):
     """A real S3-compatible server for the test run: SeaweedFS, built at set-up (``make s3-server``)."""
     from devservices.kafka_broker import free_port

@@ -5,7 +5,10 @@
   with the rows read (``inputStatistics``);
 * outputs: the sink table AND the quarantine table, each with its rows written (``outputStatistics``), the
   Delta version the run left it at (``version``) and its schema (``schema``, from its Delta log);
-* the job: the SQL transform (``sql``).
+* the job: the SQL transform (``sql``);
+* a table that has a name in the catalog (``sink.table``, a Delta source's ``table``): a ``symlinks`` facet with
+  that name (namespace ``hive://<metastore host>:<port>``, type ``TABLE``), the naming spec's way to say that a
+  path dataset is also a catalog table.
 
 Datasets are named as OpenLineage's naming spec says, so two pipelines of a chain meet on one dataset: a
 local path is namespace ``file`` and its absolute path, a bucket ``s3://<bucket>`` and the key, a Kafka topic
@@ -54,13 +57,16 @@ def operator_lineage(spec: PipelineSpec, settings: Settings, summary: Any | None
     data = summary.to_json() if summary is not None else {}
     input_facets = ({"inputStatistics": input_statistics_input_dataset.InputStatisticsInputDatasetFacet(
         rowCount=data["input_rows"])} if "input_rows" in data else {})
-    inputs = [InputDataset(namespace=namespace, name=name, inputFacets=input_facets)
+    upstream = spec.source.table if isinstance(spec.source, DeltaSource) else None
+    inputs = [InputDataset(namespace=namespace, name=name, inputFacets=input_facets,
+                           facets=_symlinks(settings, upstream) if upstream and not namespace.startswith("hive:") else {})
               for namespace, name in _inputs(spec, settings)]
     outputs = []
-    for uri, rows_key in ((spec.sink_path(settings), "output_rows"),
-                          (spec.quarantine_table_path(settings), "quarantined_rows")):
+    for uri, rows_key, table in ((spec.sink_path(settings), "output_rows", spec.table_name(settings)),
+                                 (spec.quarantine_table_path(settings), "quarantined_rows",
+                                  spec.quarantine_table_name(settings))):
         namespace, name = dataset_name(uri)
-        facets: dict[str, Any] = {}
+        facets: dict[str, Any] = _symlinks(settings, table) if table else {}
         state = _state(uri)
         if state is not None:
             facets["version"] = dataset_version_dataset.DatasetVersionDatasetFacet(datasetVersion=str(state["version"]))
@@ -84,8 +90,23 @@ def _inputs(spec: PipelineSpec, settings: Settings) -> list[tuple[str, str]]:
     if isinstance(source, DeltaSource):
         from sluice.spec.catalog import resolve_upstream
 
-        return [dataset_name(resolve_upstream(spec, settings).source_path(settings))]
+        resolved = resolve_upstream(spec, settings)
+        if resolved.source.table and not resolved.source.path:  # no pipeline here writes it: its name only
+            return [(catalog_namespace(settings), resolved.source.table)]
+        return [dataset_name(resolved.source_path(settings))]
     return [dataset_name(spec.source_path(settings))]
+
+
+def catalog_namespace(settings: Settings) -> str:
+    """The naming spec's namespace of a Hive metastore's tables: ``hive://<host>:<port>`` (the first URI)."""
+    return "hive://" + settings.metastore_uri.split(",")[0].removeprefix("thrift://")
+
+
+def _symlinks(settings: Settings, table: str) -> dict[str, Any]:
+    from openlineage.client.facet_v2 import symlinks_dataset
+
+    return {"symlinks": symlinks_dataset.SymlinksDatasetFacet(identifiers=[
+        symlinks_dataset.Identifier(namespace=catalog_namespace(settings), name=table, type="TABLE")])}
 
 
 def _state(uri: str) -> dict[str, Any] | None:

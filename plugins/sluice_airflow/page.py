@@ -105,8 +105,9 @@ def _row(p: dict[str, Any]) -> str:
     links = (f'<a target="_top" href="/dags/{_e(p["name"])}">DAG</a><br>'
              f'<details><summary>quarantine query</summary><code>{_e(query)}</code></details>')
     version = "-" if p["delta_version"] is None else str(p["delta_version"])
+    name = f' <b class=table-name>{_e(p["table"])}</b>' if p.get("table") else ""
     return (f'<tr class="pipeline" data-name="{_e(p["name"])}"><td><b>{_e(p["name"])}</b>'
-            f'<div class="muted">{_e(p["source"])}: {_e(p["reads"])}<br>→ {_e(p["sink"])}</div></td>'
+            f'<div class="muted">{_e(p["source"])}: {_e(p["reads"])}<br>→ {_e(p["sink"])}{name}</div></td>'
             f'<td>{cell}</td><td>{chart(p["runs"])}</td>'
             f'<td class="backlog">{_e(describe(p["backlog"]))}</td><td>{freshness}</td>'
             f'<td class="version">{version}</td><td>{links}</td></tr>')

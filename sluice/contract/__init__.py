@@ -292,6 +292,11 @@ class RunSummary(Summary):
     cleaned_files: dict[str, Any] | None = None
     """``source.clean_source``: the landing files this run archived or deleted (``count``, the first 10
     ``paths``), how many wait for their retention (``waiting``) or were left (``skipped``, with why)."""
+    catalog: dict[str, Any] | None = None
+    """The pipeline's tables have names (``sink.table``): where they are registered (``uri``), the sink's
+    ``table`` and ``action`` (``created``, ``unchanged``: nothing written, ``moved``: to a new folder), the
+    ``quarantine`` table's when it exists; ``error`` when the catalog refused or did not answer (the data is
+    committed: the next run registers)."""
     backlog_before: dict[str, Any] | None = None
     """What waited for the pipeline when the run began (:mod:`sluice.operations.backlog`); a dry run's prediction."""
     backlog_after: dict[str, Any] | None = None

@@ -48,8 +48,10 @@ def pipeline_overview(spec: PipelineSpec, settings: Settings, *, runs: int = RUN
         "name": spec.name,
         "source": "kafka" if isinstance(source, KafkaSource) else "delta" if isinstance(source, DeltaSource) else source.format,
         "reads": ", ".join(source.topics or [source.subscribe_pattern or ""]) if isinstance(source, KafkaSource)
+        else source.table if isinstance(source, DeltaSource) and source.table and not source.path
         else spec.source_path(settings),
         "sink": spec.sink_path(settings),
+        "table": spec.table_name(settings),
         "quarantine": spec.quarantine_table_path(settings),
         "schedule": spec.schedule if isinstance(spec.schedule, str) or spec.schedule is None
         else "after " + ", ".join(spec.schedule.pipelines),

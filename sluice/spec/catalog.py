@@ -18,6 +18,7 @@ from pathlib import Path
 
 from sluice.settings import Settings
 from sluice.spec import DeltaSource, PipelineSpec, SpecError, display_path, load_spec
+from sluice.spec.common import table_name
 
 
 def spec_files(folder: Path) -> list[Path]:
@@ -61,6 +62,16 @@ class PipelineCatalog:
         for path, problem in refused.items():
             errors.append(SpecError(display_path(path), [problem]))
             del specs[path]
+        by_table: dict[str, list[Path]] = {}
+        for path, spec in specs.items():
+            if spec.sink.table:
+                by_table.setdefault(spec.sink.table, []).append(path)
+        for name, paths in by_table.items():
+            for path in paths[1:] if len(paths) > 1 else []:
+                errors.append(SpecError(display_path(path), [
+                    f"sink.table: {name!r} is also the table of {display_path(paths[0])}; a name is one table: "
+                    "give this pipeline's table another name"]))
+                del specs[path]
         names = {name for spec in specs.values() for name in spec.names}
         for path, spec in list(specs.items()):
             unknown = [n for n in spec.upstream_pipelines() if n not in names or n in spec.names]
@@ -88,20 +99,36 @@ class PipelineCatalog:
             found = ((path, spec) for path in spec_files(self.folder) if (spec := _valid_or_none(path)) is not None)
         return next(((path, spec) for path, spec in found if spec.name == name), None)
 
-    def resolve(self, arg: str) -> Path:
-        """A spec file path, or the name of a pipeline in the folder (``sluice run orders``)."""
+    def resolve(self, arg: str, settings: Settings | None = None) -> Path:
+        """A spec file path, the name of a pipeline in the folder (``sluice run orders``), or the catalog name of
+        a pipeline's table (``sluice show bronze.orders``; with ``settings``, the names ``SLUICE_TABLE_NAMES=auto``
+        gives count too)."""
         path = Path(arg)
         if path.is_file() or path.suffix in (".yaml", ".yml"):
             return path
         found = self._first_named(arg)
         if found is not None:
             return found[0]
+        if "." in arg:
+            by_table = self._first_with_table(arg, settings)
+            if by_table is not None:
+                return by_table
         specs = self.specs if self.readable else PipelineCatalog.load(self.folder).specs
         renamed = next((spec.name for spec in specs.values() if arg in spec.previous_names), None)
         if renamed:
             raise SpecError(arg, [f"the pipeline {arg} is now named {renamed} (its spec lists {arg} in "
                                   f"previous_names): use {renamed}"])
         raise SpecError(arg, [f"no such spec file, and no pipeline of that name in {self.folder}"])
+
+    def _first_with_table(self, arg: str, settings: Settings | None) -> Path | None:
+        try:
+            name = table_name(arg)
+        except ValueError:
+            return None
+        found = self.readable.items() if self.readable else (
+            (path, spec) for path in spec_files(self.folder) if (spec := _valid_or_none(path)) is not None)
+        return next((path for path, spec in found
+                     if (spec.table_name(settings) if settings is not None else spec.sink.table) == name), None)
 
     def upstream(self, name: str, reader: str) -> PipelineSpec:
         """The spec of the pipeline ``name`` (a Delta source's, an asset schedule's); a SpecError of
@@ -115,12 +142,27 @@ class PipelineCatalog:
         return found
 
     def with_upstream(self, spec: PipelineSpec, settings: Settings) -> PipelineSpec:
-        """``spec``, with a Delta source that names a pipeline given that pipeline's table (``source.path``)."""
+        """``spec``, with a Delta source that names a pipeline given that pipeline's table (``source.path``); one
+        that names a table (``source.table``) given the folder of the pipeline whose table has that name (none:
+        left to the run, which asks the catalog)."""
         source = spec.source
-        if not isinstance(source, DeltaSource) or not source.pipeline or source.path:
+        if not isinstance(source, DeltaSource) or source.path:
+            return spec
+        if source.table:
+            writer = self.table_writer(source.table, settings)
+            if writer is None:
+                return spec
+            return spec.model_copy(update={"source": source.model_copy(
+                update={"path": writer.sink_path(settings)})})
+        if not source.pipeline:
             return spec
         table = self.upstream(source.pipeline, spec.name).sink_path(settings)
         return spec.model_copy(update={"source": source.model_copy(update={"path": table})})
+
+
+    def table_writer(self, name: str, settings: Settings) -> PipelineSpec | None:
+        """The valid spec whose sink table has the catalog name ``name`` (``schema.table``), or None."""
+        return next((s for s in self.readable.values() if s.table_name(settings) == name), None)
 
 
 def _claimed_twice(name: str, path: Path, paths: list[Path], specs: dict[Path, PipelineSpec]) -> str:
@@ -149,7 +191,7 @@ def _valid_or_none(path: Path) -> PipelineSpec | None:
 def resolve_upstream(spec: PipelineSpec, settings: Settings) -> PipelineSpec:
     """``spec`` with its upstream table resolved from the pipelines folder (nothing to do for other sources)."""
     source = spec.source
-    if not isinstance(source, DeltaSource) or not source.pipeline or source.path:
+    if not isinstance(source, DeltaSource) or not (source.pipeline or source.table) or source.path:
         return spec
     return PipelineCatalog.load(settings.pipelines_dir).with_upstream(spec, settings)
 

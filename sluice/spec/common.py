@@ -76,6 +76,22 @@ def _truthy(value: OptionValue | None) -> bool:
     return str(value).strip().lower() == "true"
 
 
+TABLE_NAME_PATTERN = re.compile(r"^(?:spark_catalog\.)?([a-z_][a-z0-9_]*)\.([a-z_][a-z0-9_]*)$")
+SESSION_CATALOG = "spark_catalog"
+
+
+def table_name(value: str) -> str:
+    """A table's name as the spec gives it (``bronze.orders`` or ``spark_catalog.bronze.orders``), checked and
+    normalised to ``schema.table`` in lower case (Hive's metastore keeps names in lower case)."""
+    found = TABLE_NAME_PATTERN.match(value.strip().lower())
+    if not found:
+        raise ValueError(
+            f"{value!r} is not a table name: give schema.table (e.g. bronze.orders), letters, digits and _, "
+            f"starting with a letter or _; a catalog in front may only be {SESSION_CATALOG} (the session catalog "
+            "the names are registered in)")
+    return f"{found.group(1)}.{found.group(2)}"
+
+
 def _resolve(path: str, root: Path | str) -> str:
     if "://" in path:  # a URI (s3a://, abfss://, file://): used as it is
         return path

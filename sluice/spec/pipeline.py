@@ -25,6 +25,7 @@ from sluice.spec.common import (
     _resolve,
     _truthy,
     stateful_sql,
+    table_name,
 )
 from sluice.spec.errors import SpecError, describe
 from sluice.spec.quality import Expectation
@@ -83,6 +84,9 @@ class PipelineSpec(_Model):
     quarantine_path: str | None = None
     """The quarantine Delta table: relative to the lake root, or absolute. Default ``_quarantine/<name>`` (the
     first name, for a renamed pipeline)."""
+    quarantine_table: str | None = None
+    """The quarantine table's name in the catalog, ``schema.table``. Default, when the sink table has a name:
+    that name with ``_quarantine`` (``bronze.orders_quarantine``); registered once the quarantine table exists."""
     expectations: list[Expectation] = Field(default_factory=list)
     """Rules checked on every micro-batch before it is committed (see docs/data-quality.md)."""
     schema_evolution: SchemaEvolution = "rescue"
@@ -112,6 +116,11 @@ class PipelineSpec(_Model):
             return value
         raise ValueError(f"{value!r} is neither a cron expression ('0 * * * *') nor one of "
                          f"{', '.join(SCHEDULE_PRESETS)}; use null for manual runs only")
+
+    @field_validator("quarantine_table")
+    @classmethod
+    def _quarantine_name(cls, value: str | None) -> str | None:
+        return None if value is None else table_name(value)
 
     @model_validator(mode="after")
     def _quality_fields(self) -> PipelineSpec:
@@ -258,6 +267,11 @@ class PipelineSpec(_Model):
             # the folder knows the upstream pipeline's table: sluice.spec.catalog fills source.path, once
             raise SpecError(self.name, [f"source.pipeline: {self.source.pipeline!r} is not resolved to its table; "
                                         "load the spec with sluice.spec.catalog.resolve_upstream"])
+        if isinstance(self.source, DeltaSource) and self.source.table and not self.source.path:
+            # a pipeline of the folder, or the catalog (looked up by the run), knows the table's folder
+            raise SpecError(self.name, [f"source.table: {self.source.table!r} is not resolved to its folder: no "
+                                        "pipeline of the folder has this sink.table; the run looks it up in the "
+                                        "catalog"])
         return _resolve(self.source.path, settings.lake_root)
 
     def sink_path(self, settings: Settings) -> str:
@@ -273,6 +287,30 @@ class PipelineSpec(_Model):
 
     def quarantine_table_path(self, settings: Settings) -> str:
         return _resolve(self.quarantine_path or f"_quarantine/{self.identity}", settings.lake_root)
+
+    def table_name(self, settings: Settings) -> str | None:
+        """The sink table's name in the catalog (``schema.table``): ``sink.table``; else, with
+        ``SLUICE_TABLE_NAMES=auto``, a sink folder of two parts under the lake root (``bronze/orders``) is
+        ``bronze.orders`` and any other is ``default.<name>``; else None (the table has no name)."""
+        if self.sink.table:
+            return self.sink.table
+        if settings.table_names != "auto":
+            return None
+        parts = (self.sink.path or "").strip("/").split("/")
+        if (self.sink.path and "://" not in self.sink.path and not Path(self.sink.path).is_absolute()
+                and len(parts) == 2):
+            try:
+                return table_name(".".join(parts))
+            except ValueError:
+                pass
+        return f"default.{self.identity}"
+
+    def quarantine_table_name(self, settings: Settings) -> str | None:
+        """The quarantine table's name: ``quarantine_table``, else the sink's name with ``_quarantine``."""
+        if self.quarantine_table:
+            return self.quarantine_table
+        name = self.table_name(settings)
+        return f"{name}_quarantine" if name else None
 
     # --- advice that is not an error -------------------------------------------------------------
 

@@ -6,10 +6,11 @@ from typing import Annotated
 
 from pydantic import (
     Field,
+    field_validator,
     model_validator,
 )
 
-from sluice.spec.common import SCD2_END, SCD2_START, SinkMode, _Model
+from sluice.spec.common import SCD2_END, SCD2_START, SinkMode, _Model, table_name
 
 
 class Sink(_Model):
@@ -17,6 +18,11 @@ class Sink(_Model):
 
     path: str | None = None
     """Table folder: relative to the lake root, or absolute. Default: ``<lake root>/<name>``."""
+    table: str | None = None
+    """The table's name in the catalog, ``schema.table`` (e.g. ``bronze.orders``): registered for the folder
+    (``path`` stays the truth, never a copy) after the run's first commit, so ``spark.table("bronze.orders")``
+    and ``SELECT ... FROM bronze.orders`` read it. Default: none, or with ``SLUICE_TABLE_NAMES=auto`` a name made
+    from the folder. See docs/catalog.md."""
     mode: SinkMode = "append"
     """``append`` adds each micro-batch's rows; ``complete`` rewrites the table with a stateful query's result;
     ``merge`` upserts each micro-batch into the table by ``keys`` (Delta MERGE); ``scd2`` keeps every
@@ -43,6 +49,11 @@ class Sink(_Model):
     except_columns: list[str] = Field(default_factory=list)
     """``scd2``: the columns whose change does NOT start a new version (all others do, but the keys and
     ``sequence_by``); the other way to say ``track_history_columns``, not with it."""
+
+    @field_validator("table")
+    @classmethod
+    def _table_name(cls, value: str | None) -> str | None:
+        return None if value is None else table_name(value)
 
     @model_validator(mode="after")
     def _merge_fields(self) -> Sink:

@@ -26,6 +26,7 @@ from sluice.spec.common import (
     _ddl_columns,
     _Model,
     duration_seconds,
+    table_name,
 )
 
 MIB = 1024 * 1024
@@ -221,6 +222,9 @@ class DeltaSource(_Model):
     """The upstream pipeline, by name: its sink table is read (its spec must be in the pipelines folder)."""
     path: str | None = None
     """Or a Delta table's folder: relative to the lake root, or absolute."""
+    table: str | None = None
+    """Or a table's name, ``schema.table``: the table of the pipeline of the folder that has this name (its
+    ``sink.table``), else the folder the catalog registers under it, looked up by the run."""
     max_files_per_trigger: Annotated[int, Field(gt=0)] | None = None
     """Rate limit: at most this many of the table's files per micro-batch."""
     skip_change_commits: bool = False
@@ -230,11 +234,16 @@ class DeltaSource(_Model):
     options: dict[str, OptionValue] = Field(default_factory=dict)
     """Passed to Delta's streaming source (``startingVersion``, ``maxBytesPerTrigger``, ...)."""
 
+    @field_validator("table")
+    @classmethod
+    def _table_name(cls, value: str | None) -> str | None:
+        return None if value is None else table_name(value)
+
     @model_validator(mode="after")
     def _one_table(self) -> DeltaSource:
-        if bool(self.pipeline) == bool(self.path):
-            raise ValueError("pipeline: name the upstream pipeline (pipeline: orders_bronze) or a table path, "
-                             "exactly one of them")
+        if sum(bool(v) for v in (self.pipeline, self.path, self.table)) != 1:
+            raise ValueError("pipeline: name the upstream pipeline (pipeline: orders_bronze), a table path, or a "
+                             "table's name (table: bronze.orders), exactly one of them")
         return self
 
 

@@ -15,6 +15,7 @@ from sluice.contract import (
     ReingestReport,
     RunSummary,
 )
+from sluice.operations.catalog import CatalogError
 from sluice.schema.stored import store_missing
 from sluice.settings import Settings
 from sluice.spec import DeltaSource, FileSource, KafkaSource, PipelineSpec
@@ -36,7 +37,7 @@ from spark_jobs.driver.progress import ProgressCollector
 from spark_jobs.quality.quarantine import quarantine_pending
 from spark_jobs.run import clean_source
 from spark_jobs.run.report import COUNTS, Ran, ran_batches, totals
-from spark_jobs.sinks import checkpoint_files, guards, schema_evolution
+from spark_jobs.sinks import checkpoint_files, guards, names, schema_evolution
 from spark_jobs.sinks.delta_table import (
     current_version,
     txn_version,
@@ -84,6 +85,8 @@ def run_pipeline(spark: SparkSession, spec: PipelineSpec, settings: Settings, jo
     run = Run(spark, spec, settings, job, summary, real=real, target=Place.scratch(scratch) if scratch else real)
 
     def body() -> None:
+        nonlocal spec
+        spec = run.spec = names.named_upstream(spark, spec, settings)  # a table no pipeline here writes
         _list_local_files_on_the_driver(spark, spec, settings)
         _read_schema(run)  # under the driver lock: two first runs cannot each store a version 0
         if job.backfill is not None:
@@ -99,6 +102,8 @@ def run_pipeline(spark: SparkSession, spec: PipelineSpec, settings: Settings, jo
             _run_query(run)
             if cleans and not job.dry_run and summary.error is None:
                 _clean_source(run)
+        if not job.dry_run:
+            _register_names(run)
             if not job.dry_run:
                 summary.backlog_after = _backlog(spec, settings)
 
@@ -326,6 +331,22 @@ def _run_query(run: Run) -> None:
             phases["reingest"] = round(time.monotonic() - mark, 3)
     for key, value in totals([summary.bad_records_query or {}]).items():
         setattr(summary, key, getattr(summary, key) + value)
+
+
+def _register_names(run: Run) -> None:
+    """The pipeline's named tables registered in the catalog (:mod:`spark_jobs.sinks.names`), after the data
+    is committed: a catalog that fails the registration fails the run, the data stays committed."""
+    spec, settings, summary = run.spec, run.settings, run.summary
+    if not spec.table_name(settings) and not spec.quarantine_table_name(settings):
+        return
+    mark = time.monotonic()
+    try:
+        summary.catalog = names.register_tables(run.spark, spec, settings, table=run.real.table,
+                                                quarantine=run.real.quarantine)
+    except (CatalogError, names.NameTaken) as err:
+        summary.catalog = {"uri": settings.metastore_uri, "table": spec.table_name(settings), "error": str(err)}
+        summary.error = f"{summary.error}; and {err}" if summary.error else str(err)
+    summary.phases_s["catalog"] = round(time.monotonic() - mark, 3)
 
 
 def _leave_new_table(run: Run, new_table) -> None:

@@ -30,7 +30,8 @@ def _cells(page: str, name: str) -> str:
 def test_the_page_shows_each_pipelines_runs_backlog_freshness_and_version(lake):
     from sluice_airflow.page import create_app
 
-    write_spec(lake.pipelines_dir, orders_spec(name="orders", freshness={"warn_after": "1h", "error_after": "1d"}))
+    write_spec(lake.pipelines_dir, orders_spec(name="orders", freshness={"warn_after": "1h", "error_after": "1d"},
+                                               sink={"path": "bronze/orders", "table": "bronze.orders"}))
     write_spec(lake.pipelines_dir, orders_spec(name="quiet", source={"format": "json", "path": "landing/quiet",
                                                                        "schema": "id BIGINT"}))
     path = str(lake.ledger_path)
@@ -53,13 +54,16 @@ def test_the_page_shows_each_pipelines_runs_backlog_freshness_and_version(lake):
     assert '<span class="badge freshness" data-level="warn"' in orders  # 2 h old, warn after 1 h
     assert orders.count("<rect ") == 2 * 3  # two real runs, three bars each
     assert "SELECT * FROM delta.`" + str(lake.lake_root / "_quarantine" / "orders") + "`" in orders
+    assert f'→ {lake.lake_root / "bronze" / "orders"} <b class=table-name>bronze.orders</b>' in orders
     quiet = _cells(page.text, "quiet")
+    assert "table-name" not in quiet  # no name: the folder only
     assert "no runs yet" in quiet and '<td class="version">-</td>' in quiet and "not set" in quiet
 
     data = client.get("/api").json()
     assert [p["name"] for p in data["pipelines"]] == ["orders", "quiet"]
     first = data["pipelines"][0]
     assert [r["run_id"] for r in first["runs"]] == ["r2", "r1"] and first["freshness"]["level"] == "warn"
+    assert [p["table"] for p in data["pipelines"]] == ["bronze.orders", None]
 
 
 def test_the_page_wants_a_signed_in_airflow_user(lake):
