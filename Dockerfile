@@ -36,6 +36,7 @@ RUN python -m venv .venv \
  && .venv/bin/uv pip install --python .venv/bin/python -q --no-cache --compile-bytecode -r requirements.lock
 COPY pom.xml ./
 RUN mvn -q -B -P spark-jars package && mvn -q -B -P kafka-broker package && mvn -q -B -P s3-jars package \
+ && mvn -q -B -P catalog-jars package \
  && rm -rf /root/.m2 target
 
 COPY . .

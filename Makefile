@@ -64,10 +64,11 @@ docs: $(STAMPS)/venv
 jars: $(STAMPS)/jars
 $(STAMPS)/jars: pom.xml
 	@mkdir -p $(STAMPS)
-	rm -rf var/jars/spark var/jars/kafka var/jars/s3
+	rm -rf var/jars/spark var/jars/kafka var/jars/s3 var/jars/catalog
 	mvn -q -B -Dstyle.color=never -P spark-jars package
 	mvn -q -B -Dstyle.color=never -P kafka-broker package
 	mvn -q -B -Dstyle.color=never -P s3-jars package
+	mvn -q -B -Dstyle.color=never -P catalog-jars package
 	@touch $@
 
 # The fault-injecting file systems of the chaos tests (jvm/chaos: local disk and S3A), compiled against pyspark's
@@ -81,13 +82,16 @@ $(STAMPS)/chaos-jar: $(STAMPS)/venv $(STAMPS)/jars $(wildcard jvm/chaos/dev/slui
 	@touch $@
 
 # sluice's own JVM classes (jvm/json: the field scan of JSON records, spark_jobs/quality/records.py), compiled against
-# pyspark's jars into var/jars/sluice, which every run hands to spark-submit.
+# pyspark's jars into var/jars/sluice, which every run hands to spark-submit; and jvm/catalog (Hive's metastore
+# server on one address, sluice/operations/catalog.py) into var/jars/metastore.
 sluice-jar: $(STAMPS)/sluice-jar
-$(STAMPS)/sluice-jar: $(STAMPS)/venv $(wildcard jvm/json/dev/sluice/json/*.java)
-	@mkdir -p $(STAMPS) var/build/json var/jars/sluice
-	rm -rf var/build/json/*
+$(STAMPS)/sluice-jar: $(STAMPS)/venv $(wildcard jvm/json/dev/sluice/json/*.java) $(wildcard jvm/catalog/dev/sluice/catalog/*.java)
+	@mkdir -p $(STAMPS) var/build/json var/build/catalog var/jars/sluice var/jars/metastore
+	rm -rf var/build/json/* var/build/catalog/*
 	javac -nowarn --release 17 -d var/build/json -cp "$$($(BIN)/python -c 'import pyspark, os; print(os.path.dirname(pyspark.__file__))')/jars/*" jvm/json/dev/sluice/json/*.java
 	jar cf var/jars/sluice/sluice-json.jar -C var/build/json .
+	javac -nowarn --release 17 -d var/build/catalog -cp "$$($(BIN)/python -c 'import pyspark, os; print(os.path.dirname(pyspark.__file__))')/jars/*" jvm/catalog/dev/sluice/catalog/*.java
+	jar cf var/jars/metastore/sluice-metastore.jar -C var/build/catalog .
 	@touch $@
 
 # A class data archive of a warm-up run's JVM (sluice/launch/jvm_archive.py): every driver starts ~5 s sooner.

@@ -84,7 +84,8 @@ def cmd_s3(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_stack(args: argparse.Namespace, settings: Settings) -> int:
-    """The docker-compose topology as local processes (PostgreSQL, Airflow, Spark standalone, Kafka, S3)."""
+    """The docker-compose topology as local processes (PostgreSQL, Airflow, Spark standalone, Kafka, S3, the
+    catalog's metastore)."""
     from devservices.stack import Stack, StackError
 
     stack = Stack(settings)
@@ -98,7 +99,8 @@ def cmd_stack(args: argparse.Namespace, settings: Settings) -> int:
         print(f"stack: up. Airflow http://127.0.0.1:{env['AIRFLOW__API__PORT']} (admin / admin), Spark master "
               f"{env['SLUICE_SPARK_MASTER']} (UI http://127.0.0.1:{stack.ports.spark_master_ui}), Kafka "
               f"127.0.0.1:{settings.kafka_port}, PostgreSQL 127.0.0.1:{stack.ports.postgres}, object store "
-              f"{env['AWS_ENDPOINT_URL']} (lake {env['SLUICE_LAKE_ROOT']}); logs in {stack.logs}")
+              f"{env['AWS_ENDPOINT_URL']} (lake {env['SLUICE_LAKE_ROOT']}), catalog {env['SLUICE_CATALOG_URI']}; "
+              f"logs in {stack.logs}")
         print("stack: talk to it with  eval \"$(.venv/bin/sluice stack env)\"; stop it with  make stack-down")
     elif args.action == "down":
         stopped = stack.down()

@@ -2,7 +2,8 @@
 
 PostgreSQL (Debian's package) as Airflow's metadata DB; the Airflow 3 services (api-server, scheduler,
 dag-processor, triggerer) with LocalExecutor and low parallelism; a Spark standalone master and one worker
-(Spark's own ``spark-class``); the project's Kafka broker. The Spark connection points at the standalone
+(Spark's own ``spark-class``); the project's Kafka broker; the S3 object store; the catalog of table names (the
+metastore of ``sluice catalog``, its database on the PostgreSQL). The Spark connection points at the standalone
 master, so every task's spark-submit runs its executors on the worker.
 
 Everything lives under ``var/stack/`` (data, logs, ``state.json`` with the pids). ``sluice stack up`` is
@@ -48,6 +49,8 @@ class Ports:
     scheduler_health: int = 8974
     s3: int = 8334
     """The stack's own object store (not `make s3-up`'s, on 8333)."""
+    metastore: int = 9084
+    """The stack's own catalog (not `make catalog-up`'s, on 9083)."""
 
     @classmethod
     def of(cls, settings: Settings) -> Ports:
@@ -92,6 +95,8 @@ def stack_env(settings: Settings, ports: Ports | None = None) -> dict[str, str]:
         f"AIRFLOW_CONN_{settings.spark_conn_id.upper()}": json.dumps(
             {"conn_type": "spark", "host": "spark://127.0.0.1", "port": ports.spark_master}),
         "SPARK_LOCAL_IP": "127.0.0.1",
+        # the stack's metastore: runs register their named tables there (docker-compose.yaml's `metastore`)
+        "SLUICE_CATALOG_URI": f"thrift://127.0.0.1:{ports.metastore}",
     })
     # two spark-submits at once (the Spark worker's cores), unless told: the sluice pool's slots, not a cap on
     # Airflow's parallelism
@@ -107,6 +112,10 @@ STACK_BUCKET = "lake"
 
 def s3_home(settings: Settings) -> Path:
     return stack_home(settings) / "s3"
+
+
+def metastore_home(settings: Settings) -> Path:
+    return stack_home(settings) / "metastore"
 
 
 def kafka_home(settings: Settings) -> Path:
@@ -130,7 +139,7 @@ def _as_postgres(cmd: list[str]) -> list[str]:
 class Stack:
     """Start and stop the local stack; ``state.json`` remembers the pids."""
 
-    SERVICES = ("postgres", "kafka", "s3", "spark-master", "spark-worker", "airflow-api-server", "airflow-scheduler",
+    SERVICES = ("postgres", "kafka", "s3", "metastore", "spark-master", "spark-worker", "airflow-api-server", "airflow-scheduler",
                 "airflow-dag-processor", "airflow-triggerer")
 
     def __init__(self, settings: Settings, ports: Ports | None = None):
@@ -174,6 +183,7 @@ class Stack:
         self._postgres()
         self._kafka()
         self._s3(timeout)
+        self._metastore(timeout)
         self._spark(timeout)
         self._airflow(timeout)
 
@@ -223,6 +233,30 @@ class Stack:
         if not exists:
             subprocess.run([*psql, "CREATE ROLE airflow LOGIN PASSWORD 'airflow'"], check=True, capture_output=True)
             subprocess.run([*psql, "CREATE DATABASE airflow OWNER airflow"], check=True, capture_output=True)
+        if not subprocess.run([*psql, "SELECT 1 FROM pg_database WHERE datname = 'metastore'"], check=True,
+                              capture_output=True, text=True).stdout.strip():
+            subprocess.run([*psql, "CREATE DATABASE metastore OWNER airflow"], check=True, capture_output=True)
+
+    def _metastore(self, timeout: float) -> None:
+        """The catalog of table names on the stack's PostgreSQL (as docker-compose.yaml's `metastore`)."""
+        from sluice.operations.catalog import (
+            CatalogError,
+            LocalMetastore,
+            server_jars,
+            start_local,
+        )
+
+        home = metastore_home(self.settings)
+        server = LocalMetastore.load(home)
+        if not (server and server.running()):
+            database = {"url": f"jdbc:postgresql://127.0.0.1:{self.ports.postgres}/metastore",
+                        "driver": "org.postgresql.Driver", "user": "airflow", "password": "airflow"}
+            try:
+                server = start_local(home, self.ports.metastore, server_jars(self.settings.jars_dir, database),
+                                     timeout=timeout, database=database)
+            except CatalogError as err:
+                raise StackError(str(err)) from None
+        self._save("metastore", server.pid)
 
     def _kafka(self) -> None:
         from devservices.kafka_broker import Broker, start_broker
@@ -296,9 +330,11 @@ class Stack:
 
     def down(self, timeout: float = 60) -> list[str]:
         from devservices.kafka_broker import Broker, stop_broker
+        from sluice.operations.catalog import LocalMetastore, stop_local
 
         own_state = {"s3": (S3Server, s3_home(self.settings), stop_server),
-                     "kafka": (Broker, kafka_home(self.settings), stop_broker)}
+                     "kafka": (Broker, kafka_home(self.settings), stop_broker),
+                     "metastore": (LocalMetastore, metastore_home(self.settings), stop_local)}
         stopped = []
         for name in reversed(self.SERVICES):
             if name == "postgres":

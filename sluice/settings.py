@@ -47,6 +47,10 @@ env                        meaning                                     default
                            in (``thrift://host:9083``)                 (``var/catalog``, started on demand)
 ``SLUICE_CATALOG_PORT``    port of the local metastore                 ``9083``
 ``SLUICE_CATALOG_HOME``    the local metastore's folder                ``$SLUICE_HOME/var/catalog``
+``SLUICE_CATALOG_BIND``    the address ``sluice catalog serve`` listens ``127.0.0.1``
+                           on (``0.0.0.0`` in a container)
+``SLUICE_CATALOG_DB_URL``  the local metastore's database (JDBC URL;   embedded Derby in its folder
+                           ``_USER``, ``_PASSWORD``): PostgreSQL
 ``SLUICE_TABLE_NAMES``     ``auto``: every pipeline's table gets a     ``off``: only ``sink.table`` names
                            name (``bronze/orders`` -> ``bronze.orders``)
 =========================  ==========================================  =====================================
@@ -145,6 +149,13 @@ class Settings(BaseModel):
     """Port of the local metastore (``sluice catalog up``)."""
     catalog_dir: Path | None = None
     """``SLUICE_CATALOG_HOME``: the local metastore's folder (None: ``var/catalog``)."""
+    catalog_bind: str = "127.0.0.1"
+    """``SLUICE_CATALOG_BIND``: the address ``sluice catalog serve`` listens on (a container's: ``0.0.0.0``); the
+    local metastore sluice starts listens on 127.0.0.1 only."""
+    catalog_db: dict[str, str] | None = None
+    """``SLUICE_CATALOG_DB_URL`` (``jdbc:postgresql://host:5432/metastore``) with ``SLUICE_CATALOG_DB_USER`` and
+    ``SLUICE_CATALOG_DB_PASSWORD``: the database of the metastore sluice runs (``url``, ``driver``, ``user``,
+    ``password``); None: embedded Derby in its folder."""
     table_names: Literal["off", "auto"] = "off"
     """``auto``: a pipeline without ``sink.table`` gets a name from its sink folder (see
     :meth:`sluice.spec.PipelineSpec.table_name`); ``off``: only the specs that name their table have one."""
@@ -262,6 +273,8 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         catalog_uri=catalog_uri(env.get("SLUICE_CATALOG_URI")),
         catalog_port=int(env.get("SLUICE_CATALOG_PORT") or 9083),
         catalog_dir=folder("SLUICE_CATALOG_HOME", None),
+        catalog_db=catalog_db(env),
+        catalog_bind=(env.get("SLUICE_CATALOG_BIND") or "127.0.0.1").strip(),
         table_names=table_names(env.get("SLUICE_TABLE_NAMES")),
     )
 
@@ -276,6 +289,19 @@ def catalog_uri(value: str | None) -> str | None:
         raise ValueError(f"SLUICE_CATALOG_URI={value!r} is not a metastore address: give thrift://host:port (e.g. "
                          "thrift://metastore:9083), or unset it for the local metastore (sluice catalog up)")
     return ",".join(uris)
+
+
+def catalog_db(env: Mapping[str, str]) -> dict[str, str] | None:
+    """``SLUICE_CATALOG_DB_URL`` and its user and password read: a PostgreSQL JDBC URL, or unset (Derby)."""
+    url = (env.get("SLUICE_CATALOG_DB_URL") or "").strip()
+    if not url:
+        return None
+    if not url.startswith("jdbc:postgresql://"):
+        raise ValueError(f"SLUICE_CATALOG_DB_URL={url!r} is not a PostgreSQL JDBC URL: give "
+                         "jdbc:postgresql://host:5432/metastore (the database must exist), or unset it for "
+                         "embedded Derby in the catalog's folder")
+    return {"url": url, "driver": "org.postgresql.Driver", "user": env.get("SLUICE_CATALOG_DB_USER") or "",
+            "password": env.get("SLUICE_CATALOG_DB_PASSWORD") or ""}
 
 
 def table_names(value: str | None) -> Literal["off", "auto"]:

@@ -12,8 +12,8 @@
     sluice airflow ARGS...                           the airflow CLI with the project's environment
     sluice kafka up|down|status|create-topic T       the project's local Kafka broker
     sluice s3 up|down|status|env|create-bucket B     the project's local S3 server (SeaweedFS)
-    sluice catalog up|down|status|conf [--json]      the catalog of table names; conf: Spark settings that
-                                                     read the tables by name
+    sluice catalog up|down|status|conf|serve         the catalog of table names; conf [--json]: the Spark
+                                                     settings that read the tables by name
     sluice env                                       that environment, as shell exports
 
 SPEC is a spec file, the name of a pipeline in the pipelines folder, or its table's name (bronze.orders).

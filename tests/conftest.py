@@ -133,9 +133,9 @@ def metastore(tmp_path_factory):
     """A real Hive metastore for the test run (Hive 2.3's server from PySpark's jars, embedded Derby), as
     ``sluice catalog up`` starts it; tests point SLUICE_CATALOG_URI at it."""
     from devservices.kafka_broker import free_port
-    from sluice.operations.catalog import start_local, stop_local
+    from sluice.operations.catalog import server_jars, start_local, stop_local
 
-    server = start_local(tmp_path_factory.mktemp("metastore"), free_port())
+    server = start_local(tmp_path_factory.mktemp("metastore"), free_port(), server_jars(load_settings().jars_dir))
     yield server
     stop_local(server)
 

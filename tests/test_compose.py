@@ -14,9 +14,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+from sluice.settings import load_settings
+
 PROJECT = Path(__file__).resolve().parent.parent
 AIRFLOW = ("airflow-apiserver", "airflow-scheduler", "airflow-dag-processor", "airflow-triggerer")
-LONG_RUNNING = (*AIRFLOW, "postgres", "spark-master", "spark-worker", "kafka", "s3")
+LONG_RUNNING = (*AIRFLOW, "postgres", "spark-master", "spark-worker", "kafka", "s3", "metastore")
 SPARK_PROCESSES = (*AIRFLOW, "spark-worker")  # the drivers run in the Airflow containers, the executors on the worker
 
 
@@ -78,7 +80,7 @@ def test_the_services_of_a_team_set_up(compose):
 
 
 def test_one_image_built_from_the_repo_for_every_sluice_service(compose):
-    for name in (*AIRFLOW, "airflow-init", "spark-master", "spark-worker"):
+    for name in (*AIRFLOW, "airflow-init", "spark-master", "spark-worker", "metastore"):
         service = compose["services"][name]
         assert (service["image"], service["build"]) == ("sluice:local", "."), name
     text = (PROJECT / "docker-compose.yaml").read_text(encoding="utf-8")
@@ -88,7 +90,7 @@ def test_one_image_built_from_the_repo_for_every_sluice_service(compose):
     # the jars come from the pinned pom's profiles, at build time
     profiles = {p.findtext("{*}id") for p in ET.parse(PROJECT / "pom.xml").getroot().findall(".//{*}profile")}
     used = set(re.findall(r"mvn -q -B -P ([\w-]+) package", dockerfile))
-    assert used == {"spark-jars", "kafka-broker", "s3-jars"} <= profiles
+    assert used == {"spark-jars", "kafka-broker", "s3-jars", "catalog-jars"} <= profiles
     assert "openjdk-17" in dockerfile and "python:3.11" in dockerfile
     assert "make sluice-jar" in dockerfile  # sluice's own classes (jvm/json), compiled in the image
     ignored = (PROJECT / ".dockerignore").read_text(encoding="utf-8").split()
@@ -223,3 +225,27 @@ def test_spark_submits_are_admitted_by_the_sluice_pool_not_by_a_global_paralleli
     created = re.search(r'airflow pools get "\$\$\{SLUICE_AIRFLOW_POOL:-sluice\}" > /dev/null 2>&1 \|\| '
                         r'airflow pools set "\$\$\{SLUICE_AIRFLOW_POOL:-sluice\}" "\$\$\{SLUICE_POOL_SLOTS\}" ', script)
     assert created and script.index("airflow db migrate") < created.start()
+
+
+def test_the_metastore_keeps_the_table_names_on_postgres_and_every_run_registers_there(compose):
+    """The catalog of table names (docs/catalog.md): ``sluice catalog serve`` -- the metastore ``make catalog-up``
+    runs, in the foreground -- on a database of its own on postgres, made by postgres's init script; every
+    sluice service registers and reads names there, and the scheduler (where runs register) waits for it."""
+    services = compose["services"]
+    metastore = services["metastore"]
+    assert metastore["command"] == ["sluice", "catalog", "serve"]
+    settings = load_settings({k: str(v) for k, v in env(metastore).items()})
+    assert (settings.catalog_port, settings.catalog_bind, settings.catalog_db["url"], settings.catalog_db["driver"]) \
+        == (9083, "0.0.0.0", "jdbc:postgresql://postgres:5432/metastore", "org.postgresql.Driver")
+    postgres = env(services["postgres"])
+    assert (settings.catalog_db["user"], settings.catalog_db["password"]) == (
+        postgres["POSTGRES_USER"], postgres["POSTGRES_PASSWORD"])
+    init = next(v for v in services["postgres"]["volumes"] if "docker-entrypoint-initdb.d" in str(v))
+    script = PROJECT / str(init["source"] if isinstance(init, dict) else init.split(":")[0])
+    assert script.read_text(encoding="utf-8").splitlines()[-1] == (
+        f"CREATE DATABASE metastore OWNER {postgres['POSTGRES_USER']};")
+    assert metastore["depends_on"] == {"postgres": {"condition": "service_healthy"}}
+    assert "9083" in " ".join(metastore["healthcheck"]["test"])
+    for name in (*AIRFLOW, "spark-worker"):
+        assert env(services[name])["SLUICE_CATALOG_URI"] == "thrift://metastore:9083", name
+    assert services["airflow-scheduler"]["depends_on"]["metastore"] == {"condition": "service_healthy"}

@@ -8,13 +8,15 @@ the columns coming from the table's Delta log.
 ``SLUICE_CATALOG_URI`` names the metastore (``thrift://host:9083``: the stack's, a team's). Without it, the local
 one: Hive's own metastore server from the Hive 2.3 jars every PySpark install ships (the Thrift API Spark's
 built-in Hive client speaks: no jar to fetch, no client to match), over an embedded Derby database in
-``var/catalog``, on ``127.0.0.1:SLUICE_CATALOG_PORT``. It is one process that every run on the host talks to,
+``var/catalog``, on ``127.0.0.1:SLUICE_CATALOG_PORT`` only (started through ``jvm/catalog``'s
+``BoundMetastore``: Hive 2.3's own main listens on every interface). It is one process that every run on the host talks to,
 so runs register at the same time (Derby embedded in each run would let one process in at a time), started by
 ``sluice catalog up`` or by the first run that needs it, and left running.
 
-Measured on this machine (2026-11-29): the server answers 11 s after its start (~260 MB); a run connects to it
-in 0.6 s; a Hive-enabled session instead (``enableHiveSupport``) would add its client's start to every run
-and, with the metastore down, fail the run before its data was committed.
+Measured on this machine (2026-11-29): the server answers 8-11 s after its start (~260 MB); a run connects to
+it in 0.6 s (:mod:`spark_jobs.sinks.names`), where a Hive-enabled session (``enableHiveSupport``) would start
+Hive's whole client in every run (its first catalog call took 2.7 s) and tie the run's own session to the
+metastore.
 """
 
 from __future__ import annotations
@@ -31,7 +33,6 @@ from xml.sax.saxutils import escape
 from sluice.process import ServerState, log_tail, port_open, stop_process
 from sluice.settings import Settings
 
-METASTORE_MAIN = "org.apache.hadoop.hive.metastore.HiveMetaStore"
 START_TIMEOUT_S = 180.0
 """A cold start on a busy 2-core machine: 11 s idle, several times that under load."""
 JVM_OPTIONS = ("-Xmx384m", "-XX:+UseSerialGC", "-Djava.awt.headless=true",
@@ -56,10 +57,6 @@ class LocalMetastore(ServerState):
     @property
     def log(self) -> Path:
         return self.home / "metastore.log"
-
-    @property
-    def warehouse(self) -> Path:
-        return self.home / "warehouse"
 
 
 def hive_jars() -> Path:
@@ -93,16 +90,37 @@ def hive_site(home: Path, database: dict[str, str] | None = None) -> str:
     return f"<?xml version=\"1.0\"?>\n<!-- written by sluice (sluice/operations/catalog.py) -->\n<configuration>\n{body}</configuration>\n"
 
 
-def server_command(home: Path, port: int, extra_jars: list[Path] | None = None) -> list[str]:
-    """The ``java`` command line of a metastore server kept in ``home`` (its ``conf/`` first on the class path)."""
-    classpath = os.pathsep.join([str(home / "conf"), *(str(j) for j in extra_jars or []), str(hive_jars() / "*")])
+METASTORE_CLASS = "dev.sluice.catalog.BoundMetastore"
+"""Hive's server on one address (jvm/catalog): ``HiveMetaStore``'s own main listens on every interface."""
+
+
+def server_jars(jars_dir: Path, database: dict[str, str] | None = None) -> list[Path]:
+    """The jars a metastore server needs besides PySpark's: sluice's ``BoundMetastore`` (``make sluice-jar``)
+    and, for a database that is not Derby, its JDBC driver (``var/jars/catalog``, ``make jars``)."""
+    own = jars_dir / "metastore" / "sluice-metastore.jar"
+    if not own.is_file():
+        raise CatalogError(f"{own} is missing: run `make sluice-jar` (it compiles jvm/catalog), or `make install`")
+    if database is None:
+        return [own]
+    drivers = sorted((jars_dir / "catalog").glob("postgresql-*.jar"))
+    if not drivers:
+        raise CatalogError(f"the PostgreSQL JDBC driver is missing from {jars_dir / 'catalog'}: run `make jars` "
+                           "(Maven fetches it from the pinned pom.xml)")
+    return [own, *drivers]
+
+
+def server_command(home: Path, port: int, jars: list[Path], bind: str = "127.0.0.1") -> list[str]:
+    """The ``java`` command line of a metastore server kept in ``home`` (its ``conf/`` first on the class path),
+    listening on ``bind:port`` only."""
+    classpath = os.pathsep.join([str(home / "conf"), *(str(j) for j in jars), str(hive_jars() / "*")])
     return ["java", *JVM_OPTIONS, f"-Dhive.log.dir={home}", "-Dhive.log.file=metastore.log",
-            f"-Dderby.stream.error.file={home / 'derby.log'}", "-cp", classpath, METASTORE_MAIN, "-p", str(port)]
+            f"-Dderby.stream.error.file={home / 'derby.log'}", "-cp", classpath, METASTORE_CLASS, bind, str(port)]
 
 
-def start_local(home: Path, port: int, *, timeout: float = START_TIMEOUT_S,
-                database: dict[str, str] | None = None, extra_jars: list[Path] | None = None) -> LocalMetastore:
-    """Start a metastore server kept in ``home`` on ``127.0.0.1:port`` and wait until it answers: its port
+def start_local(home: Path, port: int, jars: list[Path], *, timeout: float = START_TIMEOUT_S,
+                database: dict[str, str] | None = None) -> LocalMetastore:
+    """Start a metastore server kept in ``home`` on ``127.0.0.1:port`` (``jars``: :func:`server_jars`) and wait
+    until it answers: its port
     opens once the server has its database (Hive's default database made). A process that exits, or the
     deadline, raises :class:`CatalogError` with the end of its log."""
     home.mkdir(parents=True, exist_ok=True)
@@ -115,7 +133,7 @@ def start_local(home: Path, port: int, *, timeout: float = START_TIMEOUT_S,
     (home / "conf" / "hive-site.xml").write_text(hive_site(home, database), encoding="utf-8")
     server = LocalMetastore(home=home, port=port)
     with server.log.open("ab") as out:
-        process = subprocess.Popen(server_command(home, port, extra_jars), stdout=out, stderr=subprocess.STDOUT,
+        process = subprocess.Popen(server_command(home, port, jars), stdout=out, stderr=subprocess.STDOUT,
                                    stdin=subprocess.DEVNULL, cwd=home, start_new_session=True)
     server.pid = process.pid
     server.save()
@@ -136,6 +154,19 @@ def stop_local(server: LocalMetastore, timeout: float = 30.0) -> None:
     server.pid = None
     if server.home.is_dir():
         server.save()
+
+
+def serve(settings: Settings) -> None:
+    """Run the metastore in this process (``sluice catalog serve``: a container's command), on
+    ``SLUICE_CATALOG_BIND``:``SLUICE_CATALOG_PORT``, its database ``SLUICE_CATALOG_DB_URL``'s or Derby in
+    ``SLUICE_CATALOG_HOME``."""
+    home = settings.catalog_home
+    (home / "conf").mkdir(parents=True, exist_ok=True)
+    (home / "conf" / "hive-site.xml").write_text(hive_site(home, settings.catalog_db), encoding="utf-8")
+    command = server_command(home, settings.catalog_port, server_jars(settings.jars_dir, settings.catalog_db),
+                             settings.catalog_bind)
+    os.chdir(home)
+    os.execvp(command[0], command)
 
 
 def local_running(settings: Settings) -> LocalMetastore | None:
@@ -160,7 +191,8 @@ def ensure_catalog(settings: Settings) -> str:
             if server is not None and server.running():  # started, not answering yet: wait for it
                 _wait_for(server)
             else:
-                start_local(home, port)
+                start_local(home, port, server_jars(settings.jars_dir, settings.catalog_db),
+                            database=settings.catalog_db)
     return settings.metastore_uri
 
 

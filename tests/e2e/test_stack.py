@@ -1,14 +1,18 @@
 """`sluice stack` (what `make stack` runs): PostgreSQL, the Airflow 3 services with LocalExecutor, a Spark
-standalone master and worker, a Kafka broker and an S3 object store as local processes, the lake and the
-checkpoints in the store's bucket (as docker-compose.yaml has them). A pipeline triggered through Airflow's
-REST API runs its executors on the standalone worker and gives exactly the table a local[*] run gives."""
+standalone master and worker, a Kafka broker, an S3 object store and the catalog's metastore (on the
+PostgreSQL) as local processes, the lake and the checkpoints in the store's bucket (as docker-compose.yaml has
+them). A pipeline triggered through Airflow's REST API runs its executors on the standalone worker, gives
+exactly the table a local[*] run gives, and registers its name: a plain PySpark session started with the
+settings `sluice catalog conf` prints reads the table in the bucket by name."""
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -19,7 +23,19 @@ from tests.e2e.conftest import BIN, wait_for
 from tests.e2e.live_airflow import Api
 from tests.helpers import order_lines, orders_spec, write_spec
 
-PORTS = ("POSTGRES", "API", "SPARK_MASTER", "SPARK_MASTER_UI", "SPARK_WORKER_UI", "SCHEDULER_HEALTH", "S3")
+PORTS = ("POSTGRES", "API", "SPARK_MASTER", "SPARK_MASTER_UI", "SPARK_WORKER_UI", "SCHEDULER_HEALTH", "S3",
+         "METASTORE")
+READER = """
+import json, sys
+from pyspark.sql import SparkSession
+
+builder = SparkSession.builder.master("local[1]").config("spark.sql.shuffle.partitions", "1")
+for key, value in json.loads(sys.argv[1]).items():
+    builder = builder.config(key, value)
+spark = builder.getOrCreate()
+print(json.dumps(sorted(tuple(r) for r in spark.table("st.orders").select("id", "ts", "customer", "amount")
+                        .selectExpr("id", "cast(ts as string)", "customer", "amount").collect())))
+"""
 
 
 def run(env: dict[str, str], *args: str, timeout: int = 900) -> subprocess.CompletedProcess:
@@ -99,8 +115,9 @@ def test_a_pipeline_runs_on_the_standalone_cluster_with_the_same_results_as_loca
     env, banner, home = stack
     assert f"Spark master spark://127.0.0.1:{env['SLUICE_STACK_SPARK_MASTER_PORT']}" in banner
     assert f"object store http://127.0.0.1:{env['SLUICE_STACK_S3_PORT']} (lake s3a://lake/lake)" in banner
+    assert f"catalog thrift://127.0.0.1:{env['SLUICE_STACK_METASTORE_PORT']};" in banner
     status = run(env, "stack", "status")
-    assert status.returncode == 0 and status.stdout.count("running") == 9, status.stdout
+    assert status.returncode == 0 and status.stdout.count("running") == 10, status.stdout
     # Airflow's metadata DB is the stack's PostgreSQL; the lake and checkpoints are in its object store
     exported = _exports(run(env, "stack", "env").stdout)
     assert exported["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] == \
@@ -110,7 +127,7 @@ def test_a_pipeline_runs_on_the_standalone_cluster_with_the_same_results_as_loca
     store_env = {k: v for k, v in exported.items() if k.startswith("AWS_")}
     assert store_env["AWS_ENDPOINT_URL"] == f"http://127.0.0.1:{env['SLUICE_STACK_S3_PORT']}"
 
-    write_spec(lake.pipelines_dir, orders_spec(name="st_orders"))
+    write_spec(lake.pipelines_dir, orders_spec(name="st_orders", sink={"path": "bronze/orders", "table": "st.orders"}))
     _land(store_env, "a.json", order_lines(range(0, 40)))
     _land(store_env, "bad.json", ['{"id": 1000, "amount": "x"'])
     logs = home / "logs"
@@ -131,6 +148,11 @@ def test_a_pipeline_runs_on_the_standalone_cluster_with_the_same_results_as_loca
     assert second["state"] == "success", second
     summaries = [r["summary"] for r in (first, second)]
     assert [(s["input_rows"], s["output_rows"], s["quarantined_rows"]) for s in summaries] == [(41, 40, 1), (45, 45, 0)]
+    # the names, in the stack's metastore on its PostgreSQL: registered by the first run, left alone by the second
+    catalog = exported["SLUICE_CATALOG_URI"]
+    assert catalog == f"thrift://127.0.0.1:{env['SLUICE_STACK_METASTORE_PORT']}"
+    assert [(s["catalog"]["table"], s["catalog"]["action"], s["catalog"]["quarantine"]["action"]) for s in summaries] \
+        == [("st.orders", "created", "created"), ("st.orders", "unchanged", "unchanged")]
     # the executors ran on the standalone worker: one application folder per run
     apps = sorted((home / "spark-work").glob("app-*"))
     assert len(apps) >= 2, apps
@@ -145,11 +167,24 @@ def test_a_pipeline_runs_on_the_standalone_cluster_with_the_same_results_as_loca
     cluster = _orders(store_env, "bronze/orders")
     assert cluster == _orders(store_env, "bronze/local_orders") and len(cluster) == 85
 
+    # outside: a plain PySpark session with the settings `sluice catalog conf` prints (the stack's environment:
+    # its metastore, and S3A's settings for the bucket) reads the table in the bucket by its name
+    outside_env = {**os.environ, **exported, "SPARK_LOCAL_IP": "127.0.0.1"}
+    conf = run(outside_env, "catalog", "conf", "--json")
+    assert conf.returncode == 0, conf.stderr
+    assert json.loads(conf.stdout)["spark.hadoop.fs.s3a.endpoint"] == store_env["AWS_ENDPOINT_URL"]
+    read = subprocess.run([sys.executable, "-c", READER, conf.stdout], capture_output=True, text=True, timeout=600,
+                          env=outside_env, cwd=tmp_path, stdin=subprocess.DEVNULL)
+    assert read.returncode == 0, read.stderr[-3000:]
+    by_name = [tuple(r) for r in json.loads(read.stdout.strip().splitlines()[-1])]
+    assert [(i, c, a) for i, _, c, a in by_name] == [(i, c, a) for i, _, c, a in cluster]
+
     # make stack-down: every service stops, its ports are free again
     down = run(env, "stack", "down", timeout=300)
     assert down.returncode == 0, down.stderr
-    assert all(name in down.stdout for name in ("airflow-scheduler", "postgres", "spark-worker", "kafka", "s3"))
+    assert all(name in down.stdout for name in ("airflow-scheduler", "postgres", "spark-worker", "kafka", "s3",
+                                                "metastore"))
     status = run(env, "stack", "status")
     assert status.returncode == 1 and "running" not in status.stdout
-    for name in ("POSTGRES", "API", "SPARK_MASTER", "S3"):
+    for name in ("POSTGRES", "API", "SPARK_MASTER", "S3", "METASTORE"):
         assert not port_open(int(env[f"SLUICE_STACK_{name}_PORT"])), name

@@ -7,7 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from sluice.operations.catalog import hive_site, reader_conf, server_command
+from sluice.operations.catalog import (
+    CatalogError,
+    hive_site,
+    reader_conf,
+    server_command,
+    server_jars,
+)
 from sluice.settings import load_settings
 from sluice.spec import SpecError
 from sluice.spec.catalog import PipelineCatalog, resolve_upstream
@@ -60,14 +66,25 @@ def test_the_catalog_is_the_local_metastore_unless_a_thrift_address_names_anothe
 
 
 def test_the_local_metastore_runs_hive_s_server_from_pyspark_s_jars_on_derby_in_its_folder(tmp_path):
-    command = server_command(tmp_path, 9555)
-    assert command[-3:] == ["org.apache.hadoop.hive.metastore.HiveMetaStore", "-p", "9555"]
+    jars = server_jars(load_settings().jars_dir)
+    assert [j.name for j in jars] == ["sluice-metastore.jar"]
+    command = server_command(tmp_path, 9555, jars)
+    assert command[-3:] == ["dev.sluice.catalog.BoundMetastore", "127.0.0.1", "9555"]  # this host only
+    assert server_command(tmp_path, 9083, jars, bind="0.0.0.0")[-2:] == ["0.0.0.0", "9083"]  # a container's
     classpath = command[command.index("-cp") + 1].split(":")
     assert classpath[0] == str(tmp_path / "conf") and classpath[-1].endswith("pyspark/jars/*")
+    assert classpath[1] == str(jars[0])
     assert list(Path(classpath[-1][:-2]).glob("hive-metastore-2.3.*.jar"))
     site = hive_site(tmp_path)
     assert f"jdbc:derby:;databaseName={tmp_path}/metastore_db;create=true" in site
     assert "<name>hive.async.log.enabled</name><value>false</value>" in site
+    with pytest.raises(CatalogError, match=r"sluice-metastore.jar is missing: run `make sluice-jar`"):
+        server_jars(tmp_path / "no-jars")
+    (tmp_path / "jars" / "metastore").mkdir(parents=True)
+    (tmp_path / "jars" / "metastore" / "sluice-metastore.jar").touch()
+    with pytest.raises(CatalogError, match=r"the PostgreSQL JDBC driver is missing from .*/jars/catalog: run `make "
+                                           r"jars`"):
+        server_jars(tmp_path / "jars", {"url": "jdbc:postgresql://db:5432/metastore"})
     team = hive_site(tmp_path, {"url": "jdbc:postgresql://127.0.0.1:5432/metastore?a=1&b=2",
                                 "driver": "org.postgresql.Driver", "user": "hive", "password": "p<w>"})
     assert "jdbc:postgresql://127.0.0.1:5432/metastore?a=1&amp;b=2" in team and "p&lt;w&gt;" in team
