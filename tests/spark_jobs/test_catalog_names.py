@@ -1,8 +1,11 @@
 """Tables by name (sink.table): registered in a real Hive metastore after the first commit, left alone by the
 runs after it (a schema change or a reset writes nothing to the catalog), moved with the pipeline's folder,
 refused when another table holds the name; a catalog that does not answer fails the run after its data is
-committed and the next run registers; two pipelines register at once on a local catalog that the first of
-them starts; a Delta source reads an upstream table by its name (from the folder, or from the catalog)."""
+committed and the next run registers; two pipelines register at once (on a local catalog that the first of
+them starts); a Delta source reads an upstream table by its name (from the folder, or from the catalog).
+
+Each on both catalogs: the local one (embedded Derby) and the team's (the same server on PostgreSQL, as
+`make stack` and docker-compose run it)."""
 
 from __future__ import annotations
 
@@ -18,9 +21,15 @@ from spark_jobs.sinks import names
 from tests.helpers import ORDERS_SCHEMA, orders_spec, run_here, write_orders, write_spec
 
 
+@pytest.fixture(params=["local", "team"])
+def catalog(request):
+    """The metastore of the test: the local one (Derby) or the team's (PostgreSQL)."""
+    return request.getfixturevalue("metastore" if request.param == "local" else "team_metastore")
+
+
 @pytest.fixture
-def named(lake, metastore, monkeypatch):
-    monkeypatch.setenv("SLUICE_CATALOG_URI", metastore.uri)
+def named(lake, catalog, monkeypatch):
+    monkeypatch.setenv("SLUICE_CATALOG_URI", catalog.uri)
     return load_settings()
 
 
@@ -98,7 +107,7 @@ def test_a_name_is_registered_after_the_first_commit_and_written_again_only_when
 
 
 def test_a_catalog_that_does_not_answer_fails_the_run_after_its_commit_and_the_next_run_registers(
-        spark, lake, metastore, monkeypatch):
+        spark, lake, catalog, monkeypatch):
     dead = f"thrift://127.0.0.1:{free_port()}"
     monkeypatch.setenv("SLUICE_CATALOG_URI", dead)
     down = load_settings()
@@ -116,20 +125,24 @@ def test_a_catalog_that_does_not_answer_fails_the_run_after_its_commit_and_the_n
     assert failed["error"].endswith("the data of this run is committed, and the next run registers the table")
     assert failed["catalog"] == {"uri": dead, "table": "nm_down.orders", "error": failed["error"]}
 
-    monkeypatch.setenv("SLUICE_CATALOG_URI", metastore.uri)
+    monkeypatch.setenv("SLUICE_CATALOG_URI", catalog.uri)
     up = load_settings()
     after = run_here(spark, up, path, run_id="up")
     assert after["status"] == "succeeded", after["error"]
     assert (after["input_rows"], after["catalog"]["action"]) == (0, "created")
     assert "quarantine" not in after["catalog"]  # no bad record, no quarantine table: nothing to name
-    assert registered(spark, metastore.uri, "nm_down.orders")[0] == f"file:{up.lake_root}/nm_down"
+    assert registered(spark, catalog.uri, "nm_down.orders")[0] == f"file:{up.lake_root}/nm_down"
 
 
-def test_two_pipelines_register_at_once_on_a_local_catalog_the_first_of_them_starts(spark, lake, monkeypatch,
-                                                                                  tmp_path):
-    monkeypatch.delenv("SLUICE_CATALOG_URI", raising=False)
-    monkeypatch.setenv("SLUICE_CATALOG_HOME", str(tmp_path / "catalog"))
-    monkeypatch.setenv("SLUICE_CATALOG_PORT", str(free_port()))
+@pytest.mark.parametrize("where", ["local", "team"])
+def test_two_pipelines_register_at_once_on_a_fresh_schema_and_the_local_catalog_is_started_once(
+        spark, lake, monkeypatch, tmp_path, request, where):
+    if where == "local":  # no catalog named: the local one, which the first of the two starts
+        monkeypatch.delenv("SLUICE_CATALOG_URI", raising=False)
+        monkeypatch.setenv("SLUICE_CATALOG_HOME", str(tmp_path / "catalog"))
+        monkeypatch.setenv("SLUICE_CATALOG_PORT", str(free_port()))
+    else:
+        monkeypatch.setenv("SLUICE_CATALOG_URI", request.getfixturevalue("team_metastore").uri)
     settings = load_settings()
     specs = []
     for name in ("nm_one", "nm_two"):
@@ -161,13 +174,15 @@ def test_two_pipelines_register_at_once_on_a_local_catalog_the_first_of_them_sta
         assert not errors, errors
         assert {n: (r["table"], r["action"]) for n, r in results.items()} == {
             "nm_one": ("nm_fleet.nm_one", "created"), "nm_two": ("nm_fleet.nm_two", "created")}
-        server = LocalMetastore.load(settings.catalog_home)
-        assert server is not None and server.running() and server.port == settings.catalog_port
-        assert ensure_catalog(settings) == server.uri  # started once: the second finds it answering
+        if where == "local":
+            server = LocalMetastore.load(settings.catalog_home)
+            assert server is not None and server.running() and server.port == settings.catalog_port
+            assert ensure_catalog(settings) == server.uri  # started once: the second found it answering
         for name in ("nm_one", "nm_two"):
-            assert registered(spark, server.uri, f"nm_fleet.{name}")[0] == f"file:{settings.lake_root}/bronze/{name}"
+            assert registered(spark, settings.metastore_uri, f"nm_fleet.{name}")[0] == (
+                f"file:{settings.lake_root}/bronze/{name}")
     finally:
-        server = LocalMetastore.load(settings.catalog_home)
+        server = LocalMetastore.load(settings.catalog_home) if where == "local" else None
         if server is not None:
             stop_local(server)
 
