@@ -246,7 +246,10 @@ def output_without_spark(spec, settings) -> Type | None:
     if isinstance(source, DeltaSource):
         from sluice.spec.catalog import resolve_upstream
 
-        upstream = log_state(resolve_upstream(spec, settings).source_path(settings))
+        resolved = resolve_upstream(spec, settings)
+        if resolved.source.table and not resolved.source.path:  # a table only the catalog knows: the run's to see
+            return None
+        upstream = log_state(resolved.source_path(settings))
         return from_json(upstream["schema"]) if upstream is not None else None
     if isinstance(source, KafkaSource):
         if source.value.format == "avro":  # the columns are spark-avro's conversion of the Avro schema

@@ -159,7 +159,6 @@ class PipelineCatalog:
         table = self.upstream(source.pipeline, spec.name).sink_path(settings)
         return spec.model_copy(update={"source": source.model_copy(update={"path": table})})
 
-
     def table_writer(self, name: str, settings: Settings) -> PipelineSpec | None:
         """The valid spec whose sink table has the catalog name ``name`` (``schema.table``), or None."""
         return next((s for s in self.readable.values() if s.table_name(settings) == name), None)

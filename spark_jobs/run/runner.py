@@ -102,10 +102,10 @@ def run_pipeline(spark: SparkSession, spec: PipelineSpec, settings: Settings, jo
             _run_query(run)
             if cleans and not job.dry_run and summary.error is None:
                 _clean_source(run)
-        if not job.dry_run:
-            _register_names(run)
             if not job.dry_run:
                 summary.backlog_after = _backlog(spec, settings)
+        if not job.dry_run:
+            _register_names(run)  # after the data is committed (a backfill's too)
 
     try:
         record.run(body, refusals=(guards.GuardRefused,))

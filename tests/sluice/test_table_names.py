@@ -121,3 +121,15 @@ def test_the_folder_finds_a_pipeline_and_an_upstream_by_its_table_name_and_refus
 def _env(settings) -> dict[str, str]:
     return {"SLUICE_LAKE_ROOT": str(settings.lake_root), "SLUICE_CHECKPOINT_ROOT": str(settings.checkpoint_root),
             "SLUICE_PIPELINES": str(settings.pipelines_dir)}
+
+
+def test_validate_and_backlog_of_a_spec_reading_a_table_only_the_catalog_knows_say_so_without_failing(lake, capsys):
+    from sluice.operations.backlog import measure
+    from sluice_cli.main import main
+
+    path = write_spec(lake.pipelines_dir, {"name": "tn_outside", "source": {"format": "delta", "table": "fin.fx"},
+                                           "sink": {"path": "silver/fx"}})
+    assert main(["validate", str(path)]) == 0, capsys.readouterr().err
+    found = measure(resolve_upstream(make_spec({"name": "tn_outside", "source": {"format": "delta",
+                                                                                 "table": "fin.fx"}}), lake), lake)
+    assert found["source"] == "delta" and "source.table: 'fin.fx' is not resolved to its folder" in found["error"]
