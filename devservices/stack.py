@@ -32,7 +32,7 @@ from devservices.s3_server import (
     stop_server,
 )
 from sluice.process import alive, stop_process
-from sluice.settings import Settings
+from sluice.settings import Settings, postgres_db
 
 
 class StackError(RuntimeError):
@@ -249,8 +249,7 @@ class Stack:
         home = metastore_home(self.settings)
         server = LocalMetastore.load(home)
         if not (server and server.running()):
-            database = {"url": f"jdbc:postgresql://127.0.0.1:{self.ports.postgres}/metastore",
-                        "driver": "org.postgresql.Driver", "user": "airflow", "password": "airflow"}
+            database = postgres_db(f"jdbc:postgresql://127.0.0.1:{self.ports.postgres}/metastore", "airflow", "airflow")
             try:
                 server = start_local(home, self.ports.metastore, server_jars(self.settings.jars_dir, database),
                                      timeout=timeout, database=database)

@@ -300,8 +300,12 @@ def catalog_db(env: Mapping[str, str]) -> dict[str, str] | None:
         raise ValueError(f"SLUICE_CATALOG_DB_URL={url!r} is not a PostgreSQL JDBC URL: give "
                          "jdbc:postgresql://host:5432/metastore (the database must exist), or unset it for "
                          "embedded Derby in the catalog's folder")
-    return {"url": url, "driver": "org.postgresql.Driver", "user": env.get("SLUICE_CATALOG_DB_USER") or "",
-            "password": env.get("SLUICE_CATALOG_DB_PASSWORD") or ""}
+    return postgres_db(url, env.get("SLUICE_CATALOG_DB_USER") or "", env.get("SLUICE_CATALOG_DB_PASSWORD") or "")
+
+
+def postgres_db(url: str, user: str, password: str) -> dict[str, str]:
+    """A metastore database on PostgreSQL, as :attr:`Settings.catalog_db` holds it (``make stack``'s too)."""
+    return {"url": url, "driver": "org.postgresql.Driver", "user": user, "password": password}
 
 
 def table_names(value: str | None) -> Literal["off", "auto"]:

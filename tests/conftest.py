@@ -7,7 +7,6 @@ import json
 import logging
 import os
 import shutil
-import subprocess
 import tempfile
 from pathlib import Path
 
@@ -144,25 +143,24 @@ def metastore(tmp_path_factory):
 @pytest.fixture(scope="session")
 def team_metastore():
     """The same metastore with its database on PostgreSQL, as `make stack` and docker-compose's `metastore` run
-    it: a PostgreSQL of its own (the stack's code: Debian's package, its ``metastore`` database) on a free port."""
+    it: the stack's own PostgreSQL and metastore (its code: Debian's package, the ``metastore`` database) alone,
+    on free ports."""
     from devservices.kafka_broker import free_port
-    from devservices.stack import Ports, Stack, _as_postgres, _pg_bin
-    from sluice.operations.catalog import server_jars, start_local, stop_local
+    from devservices.stack import Ports, Stack, metastore_home
+    from sluice.operations.catalog import LocalMetastore
 
     home = Path(tempfile.mkdtemp(prefix="sluice-team-metastore-"))
     home.chmod(0o755)  # PostgreSQL runs as the user postgres
     (home / "logs").mkdir()
-    stack = Stack(load_settings({**os.environ, "SLUICE_STACK_HOME": str(home)}), Ports(postgres=free_port()))
-    stack._postgres()
-    database = {"url": f"jdbc:postgresql://127.0.0.1:{stack.ports.postgres}/metastore",
-                "driver": "org.postgresql.Driver", "user": "airflow", "password": "airflow"}
-    settings = load_settings()
-    server = start_local(home / "metastore", free_port(), server_jars(settings.jars_dir, database), database=database)
-    yield server
-    stop_local(server)
-    subprocess.run(_as_postgres([str(_pg_bin() / "pg_ctl"), "-D", str(home / "postgres"), "-m", "fast", "-w",
-                                 "stop"]), capture_output=True)
-    shutil.rmtree(home, ignore_errors=True)
+    settings = load_settings({**os.environ, "SLUICE_STACK_HOME": str(home)})
+    stack = Stack(settings, Ports(postgres=free_port(), metastore=free_port()))
+    try:
+        stack._postgres()
+        stack._metastore(timeout=180)
+        yield LocalMetastore.load(metastore_home(settings))
+    finally:
+        stack.down()  # the metastore, then PostgreSQL (nothing else was started)
+        shutil.rmtree(home, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

@@ -120,33 +120,31 @@ def server_command(home: Path, port: int, jars: list[Path], bind: str = "127.0.0
 def start_local(home: Path, port: int, jars: list[Path], *, timeout: float = START_TIMEOUT_S,
                 database: dict[str, str] | None = None) -> LocalMetastore:
     """Start a metastore server kept in ``home`` on ``127.0.0.1:port`` (``jars``: :func:`server_jars`) and wait
-    until it answers: its port
-    opens once the server has its database (Hive's default database made). A process that exits, or the
-    deadline, raises :class:`CatalogError` with the end of its log."""
+    until it answers (:func:`_wait_for`); a server that did not is stopped."""
     home.mkdir(parents=True, exist_ok=True)
     existing = LocalMetastore.load(home)
     if existing and existing.running():
         raise CatalogError(f"the metastore from {home} is already running (pid {existing.pid}, {existing.uri})")
     if port_open(port):
         raise CatalogError(f"port {port} on 127.0.0.1 is taken: stop what uses it, or set SLUICE_CATALOG_PORT")
-    (home / "conf").mkdir(exist_ok=True)
-    (home / "conf" / "hive-site.xml").write_text(hive_site(home, database), encoding="utf-8")
+    _write_site(home, database)
     server = LocalMetastore(home=home, port=port)
     with server.log.open("ab") as out:
         process = subprocess.Popen(server_command(home, port, jars), stdout=out, stderr=subprocess.STDOUT,
                                    stdin=subprocess.DEVNULL, cwd=home, start_new_session=True)
     server.pid = process.pid
     server.save()
-    deadline = time.monotonic() + timeout
-    while not port_open(port):
-        if process.poll() is not None:
-            raise CatalogError(f"the metastore at {server.uri} exited with code {process.returncode}{log_tail(server.log)}")
-        if time.monotonic() > deadline:
-            stop_local(server)
-            raise CatalogError(f"timed out after {timeout:.0f} s waiting for the metastore at {server.uri} to "
-                               f"answer{log_tail(server.log)}")
-        time.sleep(0.5)
+    try:
+        _wait_for(server, timeout, process)
+    except CatalogError:
+        stop_local(server)
+        raise
     return server
+
+
+def _write_site(home: Path, database: dict[str, str] | None) -> None:
+    (home / "conf").mkdir(parents=True, exist_ok=True)
+    (home / "conf" / "hive-site.xml").write_text(hive_site(home, database), encoding="utf-8")
 
 
 def stop_local(server: LocalMetastore, timeout: float = 30.0) -> None:
@@ -161,8 +159,7 @@ def serve(settings: Settings) -> None:
     ``SLUICE_CATALOG_BIND``:``SLUICE_CATALOG_PORT``, its database ``SLUICE_CATALOG_DB_URL``'s or Derby in
     ``SLUICE_CATALOG_HOME``."""
     home = settings.catalog_home
-    (home / "conf").mkdir(parents=True, exist_ok=True)
-    (home / "conf" / "hive-site.xml").write_text(hive_site(home, settings.catalog_db), encoding="utf-8")
+    _write_site(home, settings.catalog_db)
     command = server_command(home, settings.catalog_port, server_jars(settings.jars_dir, settings.catalog_db),
                              settings.catalog_bind)
     os.chdir(home)
@@ -196,12 +193,22 @@ def ensure_catalog(settings: Settings) -> str:
     return settings.metastore_uri
 
 
-def _wait_for(server: LocalMetastore, timeout: float = START_TIMEOUT_S) -> None:
+def _wait_for(server: LocalMetastore, timeout: float = START_TIMEOUT_S,
+              process: subprocess.Popen | None = None) -> None:
+    """Until the server's port opens (it does once the server has its database). Its process gone, or the
+    deadline: :class:`CatalogError` with the end of its log. ``process``: the one just started, whose exit
+    code the error gives."""
     deadline = time.monotonic() + timeout
     while not port_open(server.port):
-        if not server.running() or time.monotonic() > deadline:
-            raise CatalogError(f"the metastore at {server.uri} (pid {server.pid}) does not answer"
+        if process is not None and process.poll() is not None:
+            raise CatalogError(f"the metastore at {server.uri} exited with code {process.returncode}"
                                f"{log_tail(server.log)}")
+        if not server.running():
+            raise CatalogError(f"the metastore at {server.uri} (pid {server.pid}) ended without answering"
+                               f"{log_tail(server.log)}")
+        if time.monotonic() > deadline:
+            raise CatalogError(f"timed out after {timeout:.0f} s waiting for the metastore at {server.uri} to "
+                               f"answer{log_tail(server.log)}")
         time.sleep(0.5)
 
 

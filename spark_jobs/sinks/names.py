@@ -47,7 +47,8 @@ def register_tables(spark: SparkSession, spec: PipelineSpec, settings: Settings,
     """Register the pipeline's named tables that exist; what was done, for the run summary's ``catalog``:
     ``{"uri", "table", "action", "quarantine": {"table", "action"}}`` (an action: ``created``, ``unchanged``,
     ``moved``). None: the pipeline's table has no name. Raises :class:`CatalogError` or :class:`NameTaken`."""
-    wanted = [(spec.table_name(settings), table), (spec.quarantine_table_name(settings), quarantine)]
+    sink_name = spec.table_name(settings)
+    wanted = [(sink_name, table), (spec.quarantine_table_name(settings), quarantine)]
     wanted = [(name, folder) for name, folder in wanted if name]
     if not wanted:
         return None
@@ -60,7 +61,6 @@ def register_tables(spark: SparkSession, spec: PipelineSpec, settings: Settings,
         done = {name: register(spark, client, name, folder, spec.identity) for name, folder in existing}
     finally:
         client.close()
-    sink_name = spec.table_name(settings)
     result: dict[str, Any] = {"uri": uri}
     if sink_name in done:
         result.update(table=sink_name, action=done.pop(sink_name))
