@@ -20,6 +20,9 @@ Kill modes (``--modes``; a round picks one of those that apply to the pipeline a
   random                    kill -9 of the whole process tree (launcher, spark-submit JVM, Python driver)
                             after a random delay, anywhere from start-up to the end of the run
   before_offsets            the JVM halts before the checkpoint's offsets/N is written (batch planned)
+  before_index_list         file sources (files, merge; source.discovery: index): before the discovery index writes a batch's
+                            file list (sources/0/N), the files just listed; after it, before offsets/N, is
+                            before_offsets
   before_commit             the JVM halts before the sink's Delta commit (data files written, not committed)
   between_commits           the JVM halts after the Delta commit, before the checkpoint's commits/N
   before_quarantine_commit  the JVM halts before the quarantine table's Delta commit: on the one-pass path
@@ -78,9 +81,10 @@ from sluice.storage.object_store import (
     delta_rs_location,
 )
 
-MODES = ("random", "before_offsets", "before_commit", "between_commits", "before_quarantine_commit",
-         "before_marker_write", "before_marker_clear")
+MODES = ("random", "before_offsets", "before_index_list", "before_commit", "between_commits",
+         "before_quarantine_commit", "before_marker_write", "before_marker_clear")
 ONE_PASS_MODES = ("before_marker_write", "before_marker_clear")
+FILE_SOURCE_MODES = ("before_index_list",)
 """Modes that only exist on the one-pass path (the files pipeline): the counted path writes no marker."""
 OUTCOMES = ("halted", "killed_in_flight", "missed")
 HALT_LINE = "sluice chaos: halting the JVM before"
@@ -248,7 +252,8 @@ class Pipeline:
 
     def modes(self, wanted: list[str]) -> list[str]:
         """The kill modes that exist for this pipeline's write path."""
-        return [m for m in wanted if self.kind == "files" or m not in ONE_PASS_MODES]
+        return [m for m in wanted if (self.kind == "files" or m not in ONE_PASS_MODES)
+                and (self.kind != "kafka" or m not in FILE_SOURCE_MODES)]
 
     def spec(self) -> dict[str, Any]:
         spec: dict[str, Any] = {
@@ -345,6 +350,7 @@ class Pipeline:
         checkpoint = self.lake.key(self.checkpoint)
         return {
             "before_offsets": (HALT_ENV, f"^{checkpoint}/offsets/\\d+$"),
+            "before_index_list": (HALT_ENV, f"^{checkpoint}/sources/0/\\d+$"),
             "before_commit": (HALT_ENV, f"^{sink}/_delta_log/\\d+\\.json$"),
             "between_commits": (HALT_ENV, f"^{checkpoint}/commits/\\d+$"),
             "before_quarantine_commit": (HALT_ENV, f"^{quarantine}/_delta_log/\\d+\\.json$"),

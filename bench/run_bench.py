@@ -277,8 +277,10 @@ def case_p3() -> dict:
     # BENCH_P3_CLEAN=1: both pipelines archive what they ingested (source.clean_source), so the landing folder
     # holds only the files not yet ingested, and the file source lists only those
     clean = os.environ.get("BENCH_P3_CLEAN", "") == "1"
+    # BENCH_P3_DISCOVERY=spark: both pipelines on Spark's own file source (the fallback) instead of sluice's index
+    discovery = os.environ.get("BENCH_P3_DISCOVERY", "index")
     spec = {"name": "bench_p3", "source": {"format": "json", "path": "landing", "schema": ORDERS_SCHEMA,
-                                           "max_files_per_trigger": 10},
+                                           "max_files_per_trigger": 10, "discovery": discovery},
             "transform": {"sql": "SELECT *, to_date(ts) AS day FROM source"},
             "sink": {"path": "p3", "partition_by": ["day"]}}
     if clean:
@@ -288,7 +290,8 @@ def case_p3() -> dict:
         shutil.rmtree(new, ignore_errors=True)
         small_files(new, "new", 10, 1000, 10_000_000)
         (new / "_done").write_text("")
-    old, ready = WORK / "p3-old", WORK / f"p3-ready-{history_files}-{batch_files}{'-clean' if clean else ''}"
+    old = WORK / "p3-old"
+    ready = WORK / f"p3-ready-{history_files}-{batch_files}-{discovery}{'-clean' if clean else ''}"
 
     def write_spec(lake: Path, files_per_trigger: int) -> None:
         source = {**spec["source"], "max_files_per_trigger": files_per_trigger}
@@ -324,7 +327,8 @@ def case_p3() -> dict:
             raise RuntimeError(f"P3: the run with no new file ingested {idle['input_rows']} rows")
         return {"rows": 10_000, "seconds": summary["duration_s"], "wall": wall, "phases_s": summary["phases_s"],
                 "peak_rss_mb": peak_mb, "no_data_seconds": idle["duration_s"], "no_data_wall": idle_wall,
-                "no_data_peak_rss_mb": idle_peak_mb}
+                "no_data_peak_rss_mb": idle_peak_mb, "discovery": summary.get("discovery"),
+                "no_data_discovery": idle.get("discovery")}
 
     def with_history() -> dict:
         shutil.rmtree(old, ignore_errors=True)
@@ -351,6 +355,7 @@ def case_p3() -> dict:
         "history_files": history_files,
         "history_batch_files": batch_files,
         "clean_source": clean,
+        "discovery": discovery,
         "sluice_figure": f"{old_s:.1f} s with {history_files:,} files of history",
         "plain_figure": f"{new_s:.1f} s fresh",
         "ratio": round(old_s / new_s, 3),

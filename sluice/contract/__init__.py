@@ -292,6 +292,12 @@ class RunSummary(Summary):
     cleaned_files: dict[str, Any] | None = None
     """``source.clean_source``: the landing files this run archived or deleted (``count``, the first 10
     ``paths``), how many wait for their retention (``waiting``) or were left (``skipped``, with why)."""
+    discovery: dict[str, Any] | None = None
+    """A file source with ``source.discovery: index``: what its discovery cost — ``files_indexed`` (every
+    file the checkpoint's index holds), ``new_files`` (found by this run), ``listings`` and ``listing_ms``,
+    ``list_requests`` (the listing calls to the file system: in a bucket, at least one request each),
+    ``restore_ms`` (reading the index at the start) and ``restored_from_log`` (files read from the text
+    batch lists after the index's last snapshot)."""
     catalog: dict[str, Any] | None = None
     """The pipeline's tables have names (``sink.table``): where they are registered (``uri``), the sink's
     ``table`` and ``action`` (``created``, ``unchanged``: nothing written, ``moved``: to a new folder), the

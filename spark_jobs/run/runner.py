@@ -44,7 +44,11 @@ from spark_jobs.sinks.delta_table import (
 )
 from spark_jobs.sinks.table import Target, output_mode, start_write, txn_app_id
 from spark_jobs.sources import archive, overwrites
-from spark_jobs.sources.files import explain_delta_failure, read_stream
+from spark_jobs.sources.files import (
+    discovery_report,
+    explain_delta_failure,
+    read_stream,
+)
 from spark_jobs.sources.inference import source_schema
 from spark_jobs.sources.kafka import explain_failure
 
@@ -321,6 +325,7 @@ def _run_query(run: Run) -> None:
         summary.update(**ran_batches(run, Ran(query, collector, writer.stats), target,
                                       before=None if run.dry_run else summary.delta_version_before,
                                       latest=None if run.dry_run else summary.delta_version_after))
+        summary.discovery = discovery_report(spark, spec, target.checkpoint)
         phases["report"] = round(time.monotonic() - mark, 3)
         added = sorted(s["schema_version"] for s in writer.stats.values() if "schema_version" in s)
         if added:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
@@ -10,7 +11,7 @@ from pyspark.sql.types import StructType
 
 from sluice.settings import Settings
 from sluice.spark_conf import option_text
-from sluice.spec import DeltaSource, KafkaSource, PipelineSpec
+from sluice.spec import DeltaSource, FileSource, KafkaSource, PipelineSpec
 from sluice.storage.delta_log import DeltaLog
 from spark_jobs.driver.errors import BatchRejected
 from spark_jobs.quality.records import (
@@ -23,6 +24,9 @@ from spark_jobs.quality.records import (
 from spark_jobs.sources.kafka import read_kafka_stream
 
 KEEP_EVERY_FILE = "36500d"
+INDEXED_SOURCE = "dev.sluice.files.IndexedFileSourceProvider"
+"""``source.discovery: index``: Spark's file source with sluice's discovery (jvm/files, var/jars/sluice)."""
+INDEXED_PARQUET_SOURCE = "dev.sluice.files.IndexedParquetSourceProvider"
 
 
 class SourceError(RuntimeError):
@@ -55,7 +59,12 @@ def read_source(spark: SparkSession, spec: PipelineSpec, settings: Settings, *, 
     json_lines = source.format == "json" and spec.rescues_fields()
     # JSON lines are read as text and parsed by records.json_columns: the raw line of a bad record is kept,
     # and so are the fields the schema does not declare
-    reader = (spark.readStream if files is None else spark.read).format("text" if json_lines else source.format)
+    read_as = "text" if json_lines else source.format
+    if files is None and source.discovery == "index":
+        reader = spark.readStream.format(INDEXED_PARQUET_SOURCE if read_as == "parquet" else INDEXED_SOURCE)
+        reader = reader.option("sluice.format", read_as)
+    else:
+        reader = (spark.readStream if files is None else spark.read).format(read_as)
     # Spark ignores, after the first batch, files whose modification time is more than maxFileAge (default
     # 7 days) older than the newest file seen: a re-delivered old export (cp -p, rsync -a) would be skipped
     # without a word. Keep every file; a spec can still set maxFileAge in options.
@@ -100,6 +109,16 @@ def read_source(spark: SparkSession, spec: PipelineSpec, settings: Settings, *, 
               + ("the wrong number of columns" if source.format == "csv" else "not valid JSON")),
     )
     return with_bad_columns(df, [F.col(n) for n in names], error, F.col(CORRUPT), origin, extra)
+
+
+def discovery_report(spark: SparkSession, spec: PipelineSpec, checkpoint: str) -> dict | None:
+    """What ``source.discovery: index`` did in this run's query (see IndexedFileSource.report); None for
+    other sources, or a query that did not start its source."""
+    source = spec.source
+    if not isinstance(source, FileSource) or source.discovery != "index":
+        return None
+    text = spark._jvm.dev.sluice.files.IndexedFileSource.report(f"{checkpoint.rstrip('/')}/sources/0")
+    return json.loads(text) if text else None
 
 
 def read_delta_stream(spark: SparkSession, spec: PipelineSpec, settings: Settings, *,

@@ -161,8 +161,9 @@ def test_a_dry_run_reports_and_predicts_a_reingest_without_touching_anything(spa
 
 
 def test_the_source_log_is_read_across_compactions(spark, lake):
-    # Spark folds the source log into <n>.compact every 10 batches: files of every batch stay known
-    spec = spec_of(source={"format": "json", "path": "landing/items", "schema": SCHEMA, "max_files_per_trigger": 1})
+    # Spark's file source folds its log into <n>.compact every 10 batches: files of every batch stay known
+    spec = spec_of(source={"format": "json", "path": "landing/items", "schema": SCHEMA, "max_files_per_trigger": 1,
+                           "discovery": "spark"})
     for n in range(12):
         land(lake, f"f{n:02d}.json", [(n, "x")])
     assert run(spark, spec, lake)["batches"] == 12

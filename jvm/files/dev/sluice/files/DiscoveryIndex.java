@@ -1,0 +1,431 @@
+package dev.sluice.files;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import java.io.BufferedReader;
+import java.io.DataInputStream;
+import java.io.DataOutputStream;
+import java.io.IOException;
+import java.io.InputStreamReader;
+import java.io.OutputStream;
+import java.io.Writer;
+import java.io.OutputStreamWriter;
+import java.io.BufferedOutputStream;
+import java.io.BufferedInputStream;
+import java.net.URI;
+import java.net.URISyntaxException;
+import java.nio.charset.StandardCharsets;
+import java.security.MessageDigest;
+import java.security.NoSuchAlgorithmException;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.FileStatus;
+import org.apache.hadoop.fs.FileSystem;
+import org.apache.hadoop.fs.Path;
+import org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileManager;
+
+/**
+ * What a pipeline's file source has discovered, kept in its checkpoint folder ({@code sources/0}).
+ *
+ * <ul>
+ *   <li>{@code <batch>}: the files of one batch, in the format of Spark's own file source log
+ *       ({@code v1}, then one JSON line {@code {"path","timestamp","batchId"}} a file), written once, whole or
+ *       absent, before the batch's offset is: a restarted query reads a batch's files from it.</li>
+ *   <li>{@code index/seen-<batch>}: every file discovered through that batch, as sorted 128-bit digests of its
+ *       path with its modification time and size (32 bytes a file), written every {@link #SNAPSHOT_EVERY}
+ *       batches or {@link #SNAPSHOT_FILES} files. A run reads the latest one and the batch files after it, never the whole history as
+ *       text.</li>
+ * </ul>
+ *
+ * A checkpoint written by Spark's file source (batch files and {@code <n>.compact} files holding every entry)
+ * is read once the same way (the latest compact file, then the batch files after it) and continued.
+ */
+final class DiscoveryIndex {
+  static final String VERSION = "v1";
+  static final String INDEX = "index";
+  static final String SNAPSHOT = "seen-";
+  static final int SNAPSHOT_EVERY = 10;
+  /** ... or once this many files were discovered since the last one. */
+  static final int SNAPSHOT_FILES = 10_000;
+  private static final byte[] MAGIC = "SLUICEIX1".getBytes(StandardCharsets.US_ASCII);
+  private static final ObjectMapper JSON = new ObjectMapper();
+
+  /** One discovered file. */
+  static final class Entry {
+    final String path; // as Spark's log writes it: the URL-encoded URI
+    final long mtime;
+    final long size;
+    final long batch;
+
+    Entry(String path, long mtime, long size, long batch) {
+      this.path = path;
+      this.mtime = mtime;
+      this.size = size;
+      this.batch = batch;
+    }
+  }
+
+  private final Path folder;
+  private final FileSystem fs;
+  private final CheckpointFileManager files;
+  private long[] hi = new long[0];
+  private long[] lo = new long[0];
+  private long[] mt = new long[0];
+  private final Map<Digest, Long> added = new HashMap<>();
+  private long snapshotBatch = -1;
+  private long latest = -1;
+  private int restoredFromLog;
+
+  DiscoveryIndex(String metadataPath, Configuration conf) throws IOException {
+    this.folder = new Path(metadataPath);
+    this.fs = folder.getFileSystem(conf);
+    this.files = CheckpointFileManager.create(folder, conf);
+    restore();
+  }
+
+  /** The last batch that has a file list (-1: none). */
+  long latestBatch() {
+    return latest;
+  }
+
+  /** How many files this run read from text batch files (not from a snapshot) when it started. */
+  int restoredFromLog() {
+    return restoredFromLog;
+  }
+
+  int size() {
+    return hi.length + added.size();
+  }
+
+  boolean contains(String key) {
+    Digest d = Digest.of(key);
+    if (added.containsKey(d)) {
+      return true;
+    }
+    return find(d.hi, d.lo) >= 0;
+  }
+
+  private int find(long h, long l) {
+    int low = 0;
+    int high = hi.length - 1;
+    while (low <= high) {
+      int mid = (low + high) >>> 1;
+      int c = compare(hi[mid], lo[mid], h, l);
+      if (c < 0) {
+        low = mid + 1;
+      } else if (c > 0) {
+        high = mid - 1;
+      } else {
+        return mid;
+      }
+    }
+    return -1;
+  }
+
+  private static int compare(long h1, long l1, long h2, long l2) {
+    int c = Long.compare(h1, h2);
+    return c != 0 ? c : Long.compare(l1, l2);
+  }
+
+  /**
+   * Records a new batch: its file list is written (whole or absent) before this returns; a snapshot follows
+   * every {@link #SNAPSHOT_EVERY} batches.
+   */
+  long add(List<Entry> batchFiles) throws IOException {
+    long batch = latest + 1;
+    if (batch == 0) {
+      files.mkdirs(folder);
+    }
+    Path target = new Path(folder, Long.toString(batch));
+    if (files.exists(target)) {
+      throw new IllegalStateException("the discovery index already has batch " + batch + " (" + target
+          + "): another query writes this checkpoint at the same time");
+    }
+    CheckpointFileManager.CancellableFSDataOutputStream out = files.createAtomic(target, false);
+    try {
+      Writer w = new OutputStreamWriter(out, StandardCharsets.UTF_8);
+      w.write(VERSION);
+      for (Entry e : batchFiles) {
+        ObjectNode line = JSON.createObjectNode();
+        line.put("path", e.path);
+        line.put("timestamp", e.mtime);
+        line.put("batchId", batch);
+        line.put("size", e.size); // sluice's: Spark's file source reads the line without it
+        w.write('\n');
+        w.write(JSON.writeValueAsString(line));
+      }
+      w.flush();
+      out.close();
+    } catch (IOException | RuntimeException e) {
+      out.cancel();
+      throw e;
+    }
+    latest = batch;
+    for (Entry e : batchFiles) {
+      added.put(Digest.of(key(e.path)), e.mtime);
+    }
+    if (batch - snapshotBatch >= SNAPSHOT_EVERY || added.size() >= SNAPSHOT_FILES) {
+      snapshot();
+    }
+    return batch;
+  }
+
+  /** The files of batches {@code from..to} (inclusive), as their log records them. */
+  List<Entry> batches(long from, long to) throws IOException {
+    List<Entry> out = new ArrayList<>();
+    Map<Long, Path> compacts = null;
+    for (long b = from; b <= to; b++) {
+      Path p = new Path(folder, Long.toString(b));
+      if (files.exists(p)) {
+        out.addAll(read(p, -1));
+        continue;
+      }
+      if (compacts == null) {
+        compacts = compactFiles();
+      }
+      Map.Entry<Long, Path> c = ((TreeMap<Long, Path>) compacts).ceilingEntry(b);
+      if (c == null) {
+        throw new IllegalStateException("the discovery index has no file list for batch " + b + " in " + folder
+            + ": the checkpoint is incomplete");
+      }
+      out.addAll(read(c.getValue(), b));
+    }
+    return out;
+  }
+
+  private Map<Long, Path> compactFiles() throws IOException {
+    TreeMap<Long, Path> out = new TreeMap<>();
+    for (FileStatus s : listOrEmpty(folder)) {
+      String name = s.getPath().getName();
+      if (name.endsWith(".compact")) {
+        try {
+          out.put(Long.parseLong(name.substring(0, name.length() - ".compact".length())), s.getPath());
+        } catch (NumberFormatException ignored) {
+          // not a log file
+        }
+      }
+    }
+    return out;
+  }
+
+  private FileStatus[] listOrEmpty(Path p) throws IOException {
+    try {
+      return fs.listStatus(p);
+    } catch (java.io.FileNotFoundException e) {
+      return new FileStatus[0];
+    }
+  }
+
+  /** A log file's entries; {@code onlyBatch} >= 0 keeps that batch's (a compact file holds many). */
+  private List<Entry> read(Path p, long onlyBatch) throws IOException {
+    List<Entry> out = new ArrayList<>();
+    try (BufferedReader r = new BufferedReader(new InputStreamReader(files.open(p), StandardCharsets.UTF_8))) {
+      String version = r.readLine();
+      if (version == null || !version.startsWith("v")) {
+        throw new IOException("not a file source log: " + p);
+      }
+      String line;
+      while ((line = r.readLine()) != null) {
+        if (line.isBlank()) {
+          continue;
+        }
+        JsonNode n = JSON.readTree(line);
+        long batch = n.path("batchId").asLong(-1);
+        if (onlyBatch >= 0 && batch != onlyBatch) {
+          continue;
+        }
+        out.add(new Entry(n.get("path").asText(), n.path("timestamp").asLong(0), n.path("size").asLong(-1), batch));
+      }
+    }
+    return out;
+  }
+
+  private void restore() throws IOException {
+    long compact = -1;
+    List<Long> batches = new ArrayList<>();
+    for (FileStatus s : listOrEmpty(folder)) {
+      String name = s.getPath().getName();
+      try {
+        if (name.endsWith(".compact")) {
+          compact = Math.max(compact, Long.parseLong(name.substring(0, name.length() - ".compact".length())));
+        } else {
+          batches.add(Long.parseLong(name));
+        }
+      } catch (NumberFormatException ignored) {
+        // the index folder, temporary files
+      }
+    }
+    for (long b : batches) {
+      latest = Math.max(latest, b);
+    }
+    latest = Math.max(latest, compact);
+    long snap = -1;
+    for (FileStatus s : listOrEmpty(new Path(folder, INDEX))) {
+      String name = s.getPath().getName();
+      if (name.startsWith(SNAPSHOT)) {
+        try {
+          long b = Long.parseLong(name.substring(SNAPSHOT.length()));
+          if (b <= latest) {
+            snap = Math.max(snap, b);
+          }
+        } catch (NumberFormatException ignored) {
+          // a temporary file
+        }
+      }
+    }
+    List<Entry> tail = new ArrayList<>();
+    if (snap >= 0) {
+      readSnapshot(new Path(new Path(folder, INDEX), SNAPSHOT + snap));
+      snapshotBatch = snap;
+    } else if (compact >= 0) {
+      tail.addAll(read(new Path(folder, compact + ".compact"), -1));
+      snapshotBatch = -1;
+    }
+    long after = Math.max(snap, compact);
+    batches.sort(null);
+    for (long b : batches) {
+      if (b > after) {
+        tail.addAll(read(new Path(folder, Long.toString(b)), -1));
+      }
+    }
+    restoredFromLog = tail.size();
+    for (Entry e : tail) {
+      added.put(Digest.of(key(e.path)), e.mtime);
+    }
+    if (latest >= 0 && (tail.size() >= SNAPSHOT_FILES || (snap < 0 && compact >= 0))) {
+      snapshot(); // a checkpoint of Spark's file source, or a large batch: its text is read this once
+    }
+  }
+
+  private void readSnapshot(Path p) throws IOException {
+    try (DataInputStream in = new DataInputStream(new BufferedInputStream(files.open(p), 1 << 16))) {
+      byte[] magic = new byte[MAGIC.length];
+      in.readFully(magic);
+      if (!Arrays.equals(magic, MAGIC)) {
+        throw new IOException("not a sluice discovery index: " + p);
+      }
+      int n = in.readInt();
+      hi = new long[n];
+      lo = new long[n];
+      mt = new long[n];
+      for (int i = 0; i < n; i++) {
+        hi[i] = in.readLong();
+        lo[i] = in.readLong();
+        mt[i] = in.readLong(); // kept for a rewritten-file check
+      }
+    }
+  }
+
+  /** Folds what was added into a new snapshot of every file discovered through the latest batch. */
+  private void snapshot() throws IOException {
+    int n = hi.length + added.size();
+    long[][] rows = new long[n][];
+    int i = 0;
+    for (; i < hi.length; i++) {
+      rows[i] = new long[] {hi[i], lo[i], mt[i]};
+    }
+    for (Map.Entry<Digest, Long> e : added.entrySet()) {
+      rows[i++] = new long[] {e.getKey().hi, e.getKey().lo, e.getValue()};
+    }
+    Arrays.sort(rows, (a, b) -> compare(a[0], a[1], b[0], b[1]));
+    Path target = new Path(new Path(folder, INDEX), SNAPSHOT + latest);
+    files.mkdirs(target.getParent());
+    CheckpointFileManager.CancellableFSDataOutputStream out = files.createAtomic(target, true);
+    try {
+      DataOutputStream d = new DataOutputStream(new BufferedOutputStream(out, 1 << 16));
+      d.write(MAGIC);
+      d.writeInt(n);
+      long[] nh = new long[n];
+      long[] nl = new long[n];
+      long[] nm = new long[n];
+      for (int j = 0; j < n; j++) {
+        d.writeLong(rows[j][0]);
+        d.writeLong(rows[j][1]);
+        d.writeLong(rows[j][2]);
+        nh[j] = rows[j][0];
+        nl[j] = rows[j][1];
+        nm[j] = rows[j][2];
+      }
+      d.flush();
+      out.close();
+      hi = nh;
+      lo = nl;
+      mt = nm;
+      added.clear();
+    } catch (IOException | RuntimeException e) {
+      out.cancel();
+      throw e;
+    }
+    long previous = snapshotBatch;
+    snapshotBatch = latest;
+    if (previous >= 0) { // the one before stays for a reader that listed before this one was written
+      for (FileStatus s : listOrEmpty(new Path(folder, INDEX))) {
+        String name = s.getPath().getName();
+        if (name.startsWith(SNAPSHOT)) {
+          try {
+            if (Long.parseLong(name.substring(SNAPSHOT.length())) < previous) {
+              files.delete(s.getPath());
+            }
+          } catch (NumberFormatException ignored) {
+            // a temporary file
+          }
+        }
+      }
+    }
+  }
+
+  /** One spelling of a file's location for every way of writing it (file:/a, file:///a, an encoded %20). */
+  static String key(String uriString) {
+    try {
+      URI u = new URI(uriString);
+      String scheme = u.getScheme() == null ? "file" : u.getScheme();
+      String authority = u.getAuthority() == null ? "" : u.getAuthority();
+      return scheme + "://" + authority + u.getPath();
+    } catch (URISyntaxException e) {
+      return uriString;
+    }
+  }
+
+  /** A path's 128-bit digest (MD5: collisions are out of reach at any count of files). */
+  static final class Digest {
+    final long hi;
+    final long lo;
+
+    private Digest(long hi, long lo) {
+      this.hi = hi;
+      this.lo = lo;
+    }
+
+    static Digest of(String key) {
+      byte[] b;
+      try {
+        b = MessageDigest.getInstance("MD5").digest(key.getBytes(StandardCharsets.UTF_8));
+      } catch (NoSuchAlgorithmException e) {
+        throw new IllegalStateException(e);
+      }
+      long h = 0;
+      long l = 0;
+      for (int i = 0; i < 8; i++) {
+        h = (h << 8) | (b[i] & 0xff);
+        l = (l << 8) | (b[i + 8] & 0xff);
+      }
+      return new Digest(h, l);
+    }
+
+    @Override
+    public boolean equals(Object o) {
+      return o instanceof Digest && ((Digest) o).hi == hi && ((Digest) o).lo == lo;
+    }
+
+    @Override
+    public int hashCode() {
+      return Long.hashCode(hi) * 31 + Long.hashCode(lo);
+    }
+  }
+}

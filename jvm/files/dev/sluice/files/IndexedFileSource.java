@@ -1,0 +1,173 @@
+package dev.sluice.files;
+
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+import org.apache.spark.sql.Dataset;
+import org.apache.spark.sql.Row;
+import org.apache.spark.sql.classic.SparkSession;
+import org.apache.spark.sql.connector.read.streaming.ReadLimit;
+import org.apache.spark.sql.connector.read.streaming.ReadMaxFiles;
+import org.apache.spark.sql.connector.read.streaming.SupportsTriggerAvailableNow;
+import org.apache.spark.sql.execution.datasources.LogicalRelation$;
+import org.apache.spark.sql.execution.streaming.Offset;
+import org.apache.spark.sql.execution.streaming.Source;
+import org.apache.spark.sql.execution.streaming.runtime.FileStreamSourceOffset;
+import org.apache.spark.sql.types.StructType;
+import scala.Option;
+
+/**
+ * A file source whose discovery costs what the new files cost, not what the folder's history costs.
+ *
+ * <p>Spark's own file source ({@code FileStreamSource}) restores every file it has ever read into the driver
+ * at each start and lists the whole folder, with a status per file, for each batch. This one keeps what it
+ * found in a {@link DiscoveryIndex} (128-bit digests of the paths, read from one binary snapshot and the few
+ * batch lists after it) and lists with a {@link Lister} that reads names and looks only at the new ones.
+ *
+ * <p>Progress is Spark's: the offset of a batch is the number of its file list ({@code {"logOffset":n}}, as
+ * Spark's file source writes it), the list is written whole before the offset is, and a batch the query
+ * replays after a crash reads the same list. A checkpoint of Spark's file source continues here without a file
+ * read twice or missed: its log has the same form.
+ */
+public final class IndexedFileSource implements Source, SupportsTriggerAvailableNow {
+  private static final ObjectMapper JSON = new ObjectMapper();
+  private static final Map<String, String> REPORTS = new ConcurrentHashMap<>();
+
+  private final SparkSession spark;
+  private final String metadataPath;
+  private final Layout layout;
+  private final DiscoveryIndex index;
+  private final Lister lister;
+  private final long restoreMs;
+  private List<Lister.Found> availableNow;
+  private long listMs;
+  private long listings;
+  private long found;
+
+  IndexedFileSource(SparkSession spark, String metadataPath, Layout layout) {
+    this.spark = spark;
+    this.metadataPath = metadataPath;
+    this.layout = layout;
+    long start = System.nanoTime();
+    try {
+      this.index = new DiscoveryIndex(metadataPath, spark.sessionState().newHadoopConf());
+      this.lister = new Lister(layout.path, spark.sessionState().newHadoopConf(), layout.pathGlobFilter);
+    } catch (IOException e) {
+      throw new UncheckedIOException("sluice's discovery index in " + metadataPath + " cannot be read: " + e, e);
+    }
+    this.restoreMs = (System.nanoTime() - start) / 1_000_000;
+    report();
+  }
+
+  /** What the source of the query with this checkpoint folder ({@code .../sources/0}) did: JSON, or null. */
+  public static String report(String metadataPath) {
+    return REPORTS.get(DiscoveryIndex.key(metadataPath));
+  }
+
+  @Override
+  public StructType schema() {
+    return layout.schema;
+  }
+
+  @Override
+  public ReadLimit getDefaultReadLimit() {
+    return layout.maxFiles > 0 ? ReadLimit.maxFiles(layout.maxFiles) : ReadLimit.allAvailable();
+  }
+
+  @Override
+  public synchronized void prepareForTriggerAvailableNow() {
+    availableNow = listNew();
+  }
+
+  @Override
+  public Option<Offset> getOffset() {
+    throw new UnsupportedOperationException("latestOffset(start, limit) is the source's entry point");
+  }
+
+  @Override
+  public synchronized org.apache.spark.sql.connector.read.streaming.Offset latestOffset(
+      org.apache.spark.sql.connector.read.streaming.Offset start, ReadLimit limit) {
+    List<Lister.Found> fresh;
+    if (availableNow != null) {
+      fresh = new ArrayList<>();
+      for (Lister.Found f : availableNow) {
+        if (!index.contains(f.key)) {
+          fresh.add(f);
+        }
+      }
+    } else {
+      fresh = listNew();
+    }
+    int take = fresh.size();
+    if (limit instanceof ReadMaxFiles) {
+      take = Math.min(take, ((ReadMaxFiles) limit).maxFiles());
+    }
+    if (take > 0) {
+      List<DiscoveryIndex.Entry> batch = new ArrayList<>(take);
+      for (Lister.Found f : fresh.subList(0, take)) {
+        batch.add(new DiscoveryIndex.Entry(f.path, f.mtime, f.size, -1));
+      }
+      try {
+        index.add(batch);
+      } catch (IOException e) {
+        throw new UncheckedIOException("sluice's discovery index in " + metadataPath + " cannot be written: " + e, e);
+      }
+      found += take;
+    }
+    report();
+    long latest = index.latestBatch();
+    return latest < 0 ? null : FileStreamSourceOffset.apply(latest);
+  }
+
+  private List<Lister.Found> listNew() {
+    long start = System.nanoTime();
+    try {
+      return lister.list(key -> !index.contains(key));
+    } catch (IOException e) {
+      throw new UncheckedIOException("cannot list the source folder " + layout.path + ": " + e, e);
+    } finally {
+      listMs += (System.nanoTime() - start) / 1_000_000;
+      listings++;
+    }
+  }
+
+  @Override
+  public Dataset<Row> getBatch(Option<Offset> start, Offset end) {
+    long from = start.isDefined() ? FileStreamSourceOffset.apply(start.get()).logOffset() + 1 : 0;
+    long to = FileStreamSourceOffset.apply(end).logOffset();
+    List<DiscoveryIndex.Entry> files;
+    try {
+      files = index.batches(from, to);
+    } catch (IOException e) {
+      throw new UncheckedIOException("sluice's discovery index in " + metadataPath + " cannot be read: " + e, e);
+    }
+    return org.apache.spark.sql.classic.Dataset.ofRows(spark,
+        LogicalRelation$.MODULE$.apply(layout.relation(spark, files), true));
+  }
+
+  @Override
+  public void stop() {}
+
+  @Override
+  public String toString() {
+    return "IndexedFileSource[" + layout.path + "]";
+  }
+
+  private void report() {
+    ObjectNode r = JSON.createObjectNode();
+    r.put("discovery", "index");
+    r.put("files_indexed", index.size());
+    r.put("new_files", found);
+    r.put("restored_from_log", index.restoredFromLog());
+    r.put("restore_ms", restoreMs);
+    r.put("listings", listings);
+    r.put("listing_ms", listMs);
+    r.put("list_requests", lister.listRequests);
+    REPORTS.put(DiscoveryIndex.key(metadataPath), r.toString());
+  }
+}

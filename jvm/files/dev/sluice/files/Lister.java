@@ -1,0 +1,219 @@
+package dev.sluice.files;
+
+import java.io.IOException;
+import java.nio.file.DirectoryStream;
+import java.nio.file.Files;
+import java.nio.file.NoSuchFileException;
+import java.nio.file.attribute.BasicFileAttributes;
+import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.List;
+import java.util.function.Predicate;
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.FileStatus;
+import org.apache.hadoop.fs.FileSystem;
+import org.apache.hadoop.fs.GlobFilter;
+import org.apache.hadoop.fs.LocatedFileStatus;
+import org.apache.hadoop.fs.Path;
+import org.apache.hadoop.fs.RemoteIterator;
+import org.apache.spark.paths.SparkPath;
+import org.apache.spark.util.HadoopFSUtils;
+
+/**
+ * Lists the files under a source path that a predicate calls new, the way Spark's file source finds them
+ * (globs in the path, every level of sub-folders, hidden names skipped: {@code _x}, {@code .x},
+ * {@code x._COPYING_}; {@code pathGlobFilter} on file names), at the cost of the new files:
+ *
+ * <ul>
+ *   <li>on a local disk, names are read first and only a name the predicate calls new is looked at
+ *       ({@code stat}): a folder of 100,000 known files costs its names;</li>
+ *   <li>elsewhere (a bucket, HDFS), one recursive listing, which an object store answers with 1,000 objects
+ *       a request, their sizes and times included.</li>
+ * </ul>
+ */
+final class Lister {
+  /** A file found. */
+  static final class Found {
+    final String path;
+    final String key;
+    final long mtime;
+    final long size;
+
+    Found(String path, String key, long mtime, long size) {
+      this.path = path;
+      this.key = key;
+      this.mtime = mtime;
+      this.size = size;
+    }
+  }
+
+  static final Comparator<Found> BY_TIME =
+      Comparator.<Found>comparingLong(f -> f.mtime).thenComparing(f -> f.path);
+
+  private final Path pattern;
+  private final FileSystem fs;
+  private final GlobFilter nameFilter;
+  long listRequests;
+
+  Lister(String path, Configuration conf, String pathGlobFilter) throws IOException {
+    Path p = new Path(path);
+    this.fs = p.getFileSystem(conf);
+    this.pattern = fs.makeQualified(p);
+    this.nameFilter = pathGlobFilter == null ? null : new GlobFilter(pathGlobFilter);
+  }
+
+  /** Every file the predicate (given a file's key) calls new, oldest first. */
+  List<Found> list(Predicate<String> isNew) throws IOException {
+    List<Found> out = new ArrayList<>();
+    FileStatus[] roots = fs.globStatus(pattern);
+    listRequests++;
+    if (roots == null) {
+      return out;
+    }
+    boolean local = "file".equals(fs.getUri().getScheme());
+    for (FileStatus root : roots) {
+      if (root.isFile()) {
+        add(root.getPath(), root.getModificationTime(), root.getLen(), isNew, out);
+      } else if (local) {
+        walk(java.nio.file.Paths.get(root.getPath().toUri()), isNew, out);
+      } else {
+        listRemote(root.getPath(), isNew, out);
+      }
+    }
+    out.sort(BY_TIME);
+    return out;
+  }
+
+  /** The first file under the path (any one), or null: the partition folders a file sits in. */
+  String anyFile() throws IOException {
+    FileStatus[] roots = fs.globStatus(pattern);
+    if (roots == null) {
+      return null;
+    }
+    boolean local = "file".equals(fs.getUri().getScheme());
+    for (FileStatus root : roots) {
+      if (root.isFile()) {
+        return SparkPath.fromPath(root.getPath()).urlEncoded();
+      }
+      String found = local ? anyLocal(java.nio.file.Paths.get(root.getPath().toUri())) : anyRemote(root.getPath());
+      if (found != null) {
+        return found;
+      }
+    }
+    return null;
+  }
+
+  private String anyLocal(java.nio.file.Path dir) throws IOException {
+    List<java.nio.file.Path> folders = new ArrayList<>();
+    try (DirectoryStream<java.nio.file.Path> names = Files.newDirectoryStream(dir)) {
+      for (java.nio.file.Path p : names) {
+        if (HadoopFSUtils.shouldFilterOutPathName(p.getFileName().toString())) {
+          continue;
+        }
+        BasicFileAttributes a = Files.readAttributes(p, BasicFileAttributes.class);
+        Path hp = new Path(p.toUri());
+        if (a.isRegularFile() && (nameFilter == null || nameFilter.accept(hp))) {
+          return SparkPath.fromPath(hp).urlEncoded();
+        }
+        if (a.isDirectory()) {
+          folders.add(p);
+        }
+      }
+    } catch (NoSuchFileException gone) {
+      return null;
+    }
+    for (java.nio.file.Path folder : folders) {
+      String found = anyLocal(folder);
+      if (found != null) {
+        return found;
+      }
+    }
+    return null;
+  }
+
+  private String anyRemote(Path root) throws IOException {
+    RemoteIterator<LocatedFileStatus> it = fs.listFiles(root, true);
+    int depth = root.depth();
+    while (it.hasNext()) {
+      Path p = it.next().getPath();
+      if (!hidden(p, depth) && (nameFilter == null || nameFilter.accept(p))) {
+        return SparkPath.fromPath(p).urlEncoded();
+      }
+    }
+    return null;
+  }
+
+  private void walk(java.nio.file.Path dir, Predicate<String> isNew, List<Found> out) throws IOException {
+    List<java.nio.file.Path> folders = new ArrayList<>();
+    try (DirectoryStream<java.nio.file.Path> names = Files.newDirectoryStream(dir)) {
+      for (java.nio.file.Path p : names) {
+        String name = p.getFileName().toString();
+        if (HadoopFSUtils.shouldFilterOutPathName(name)) {
+          continue;
+        }
+        String key = "file://" + p.toAbsolutePath();
+        if (!isNew.test(key)) {
+          continue; // a file discovered before: no stat
+        }
+        BasicFileAttributes a;
+        try {
+          a = Files.readAttributes(p, BasicFileAttributes.class);
+        } catch (NoSuchFileException gone) {
+          continue;
+        }
+        if (a.isDirectory()) {
+          folders.add(p);
+        } else if (a.isRegularFile()) {
+          Path hp = new Path(p.toUri());
+          if (nameFilter == null || nameFilter.accept(hp)) {
+            out.add(new Found(SparkPath.fromPath(hp).urlEncoded(), key, a.lastModifiedTime().toMillis(), a.size()));
+          }
+        }
+      }
+    } catch (NoSuchFileException gone) {
+      return;
+    }
+    for (java.nio.file.Path folder : folders) {
+      walk(folder, isNew, out);
+    }
+  }
+
+  private void listRemote(Path root, Predicate<String> isNew, List<Found> out) throws IOException {
+    RemoteIterator<LocatedFileStatus> it = fs.listFiles(root, true);
+    listRequests++;
+    int depth = root.depth();
+    while (it.hasNext()) {
+      LocatedFileStatus s = it.next();
+      Path p = s.getPath();
+      if (hidden(p, depth) || (nameFilter != null && !nameFilter.accept(p))) {
+        continue;
+      }
+      String url = SparkPath.fromPath(p).urlEncoded();
+      String key = DiscoveryIndex.key(url);
+      if (isNew.test(key)) {
+        out.add(new Found(url, key, s.getModificationTime(), s.getLen()));
+      }
+    }
+  }
+
+  private void add(Path p, long mtime, long size, Predicate<String> isNew, List<Found> out) {
+    if (HadoopFSUtils.shouldFilterOutPathName(p.getName()) || (nameFilter != null && !nameFilter.accept(p))) {
+      return;
+    }
+    String url = SparkPath.fromPath(p).urlEncoded();
+    String key = DiscoveryIndex.key(url);
+    if (isNew.test(key)) {
+      out.add(new Found(url, key, mtime, size));
+    }
+  }
+
+  /** A name below the listed folder that Spark's file source skips, at any level. */
+  private static boolean hidden(Path p, int rootDepth) {
+    for (Path q = p; q != null && q.depth() > rootDepth; q = q.getParent()) {
+      if (HadoopFSUtils.shouldFilterOutPathName(q.getName())) {
+        return true;
+      }
+    }
+    return false;
+  }
+}
