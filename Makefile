@@ -83,18 +83,19 @@ $(STAMPS)/chaos-jar: $(STAMPS)/venv $(STAMPS)/jars $(wildcard jvm/chaos/dev/slui
 
 # sluice's own JVM classes (jvm/json: the field scan of JSON records, spark_jobs/quality/records.py; jvm/files: the
 # file source's discovery index, source.discovery: index), compiled against pyspark's jars into var/jars/sluice, which
-# every run hands to spark-submit; and jvm/catalog (Hive's metastore
+# every run hands to spark-submit (each jar made aside and renamed into place: a running JVM keeps reading the one
+# it opened); and jvm/catalog (Hive's metastore
 # server on one address, sluice/operations/catalog.py) into var/jars/metastore.
 sluice-jar: $(STAMPS)/sluice-jar
 $(STAMPS)/sluice-jar: $(STAMPS)/venv $(wildcard jvm/json/dev/sluice/json/*.java) $(wildcard jvm/files/dev/sluice/files/*.java) $(wildcard jvm/catalog/dev/sluice/catalog/*.java)
 	@mkdir -p $(STAMPS) var/build/json var/build/files var/build/catalog var/jars/sluice var/jars/metastore
 	rm -rf var/build/json/* var/build/files/* var/build/catalog/*
 	javac -nowarn --release 17 -d var/build/json -cp "$$($(BIN)/python -c 'import pyspark, os; print(os.path.dirname(pyspark.__file__))')/jars/*" jvm/json/dev/sluice/json/*.java
-	jar cf var/jars/sluice/sluice-json.jar -C var/build/json .
+	jar cf var/jars/sluice/sluice-json.jar.tmp -C var/build/json . && mv var/jars/sluice/sluice-json.jar.tmp var/jars/sluice/sluice-json.jar
 	javac -nowarn --release 17 -d var/build/files -cp "$$($(BIN)/python -c 'import pyspark, os; print(os.path.dirname(pyspark.__file__))')/jars/*" jvm/files/dev/sluice/files/*.java
-	jar cf var/jars/sluice/sluice-files.jar -C var/build/files .
+	jar cf var/jars/sluice/sluice-files.jar.tmp -C var/build/files . && mv var/jars/sluice/sluice-files.jar.tmp var/jars/sluice/sluice-files.jar
 	javac -nowarn --release 17 -d var/build/catalog -cp "$$($(BIN)/python -c 'import pyspark, os; print(os.path.dirname(pyspark.__file__))')/jars/*" jvm/catalog/dev/sluice/catalog/*.java
-	jar cf var/jars/metastore/sluice-metastore.jar -C var/build/catalog .
+	jar cf var/jars/metastore/sluice-metastore.jar.tmp -C var/build/catalog . && mv var/jars/metastore/sluice-metastore.jar.tmp var/jars/metastore/sluice-metastore.jar
 	@touch $@
 
 # A class data archive of a warm-up run's JVM (sluice/launch/jvm_archive.py): every driver starts ~5 s sooner.

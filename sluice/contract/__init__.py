@@ -295,7 +295,7 @@ class RunSummary(Summary):
     discovery: dict[str, Any] | None = None
     """A file source with ``source.discovery: index``: what its discovery cost — ``files_indexed`` (every
     file the checkpoint's index holds), ``new_files`` (found by this run), ``listings`` and ``listing_ms``,
-    ``list_requests`` (the listing calls to the file system: in a bucket, at least one request each),
+    ``list_requests`` (on a local disk the folders read; in a bucket the LIST requests S3A counted),
     ``restore_ms`` (reading the index at the start) and ``restored_from_log`` (files read from the text
     batch lists after the index's last snapshot)."""
     catalog: dict[str, Any] | None = None

@@ -163,9 +163,9 @@ class FileSource(_Model):
     files' and not the folder's history: the checkpoint keeps a compact index of every file found (a
     128-bit digest a file), and a run reads the folder's names and looks only at the new ones (in a bucket:
     one listing, 1,000 objects a request). ``spark``: Spark's own file source, which restores a log entry
-    for every file it has ever read at each start and lists the whole folder for each batch. A checkpoint
-    written with ``spark`` continues with ``index`` without a file read twice or missed (its log is read
-    once); going back from ``index`` to ``spark`` needs a reset. See docs/performance.md."""
+    for every file it has ever read at each start and lists the whole folder for each batch. Both keep the
+    same log in the checkpoint: a pipeline moves from one to the other (either way) without a file read
+    twice or missed. See docs/performance.md."""
     clean_source: CleanSource | None = None
     """Archive or delete each landing file once its rows are committed and ``retention`` has passed:
     ``{mode: archive, archive_dir: archive/orders, retention: 7d}`` or ``{mode: delete, retention: 7d}``.

@@ -325,7 +325,8 @@ def _run_query(run: Run) -> None:
         summary.update(**ran_batches(run, Ran(query, collector, writer.stats), target,
                                       before=None if run.dry_run else summary.delta_version_before,
                                       latest=None if run.dry_run else summary.delta_version_after))
-        summary.discovery = discovery_report(spark, spec, target.checkpoint)
+        if (discovered := discovery_report(spark, spec, target.checkpoint)) is not None:
+            summary.discovery = discovered
         phases["report"] = round(time.monotonic() - mark, 3)
         added = sorted(s["schema_version"] for s in writer.stats.values() if "schema_version" in s)
         if added:

@@ -50,6 +50,7 @@ def test_each_file_once_and_only_the_new_ones_are_looked_at(spark, lake):
     assert [len(b["sources"][0]["files"]) for b in first["micro_batches"]] == [2, 2, 1]
     assert first["discovery"]["files_indexed"] == 5 and first["discovery"]["new_files"] == 5
     assert first["discovery"]["listings"] == 1  # Trigger.AvailableNow: listed once, taken 2 files a batch
+    assert first["discovery"]["list_requests"] == 6  # the folder and its 5 partition folders, not _tmp
     assert ids(spark, spec, lake) == [0, 1, 2, 3, 4]
 
     land(lake, "dt=2026-11-01/late.json", [5], age_days=400)  # older than everything ingested: still new
@@ -118,3 +119,29 @@ def test_an_index_ahead_of_the_offsets_gives_the_batch_it_listed(spark, lake):
         [f"file://{lake.lake_root}/landing/found/b.json"]]
     assert again["skipped_batches"] == [1]  # Delta had its transaction: the replay wrote nothing twice
     assert ids(spark, spec, lake) == [1, 2]
+
+
+def test_the_index_writes_sparks_compact_files_so_sparks_file_source_can_take_over(spark, lake):
+    # the log keeps the layout of Spark's file source: every compactInterval batches (here 3) a compact file
+    # holds every file so far, so its readers stay bounded and discovery: spark continues from it
+    spark.conf.set("spark.sql.streaming.fileSource.log.compactInterval", "3")
+    try:
+        for n in range(4):
+            land(lake, f"f{n}.json", [n])
+        indexed = run(spark, spec_of(max_files_per_trigger=1), lake)
+        assert indexed["batches"] == 4
+        folder = Path(spec_of().checkpoint_path(lake)) / "sources" / "0"
+        assert sorted(p.name for p in folder.iterdir() if not p.name.startswith(".")) == [
+            "0", "1", "2.compact", "3", "index"]
+        assert [json.loads(line)["batchId"] for line in (folder / "2.compact").read_text().splitlines()[1:]] == [0, 1, 2]
+        assert sorted(p.name for p in (folder / "index").iterdir() if not p.name.startswith(".")) == ["seen-2"]
+        assert len(source_log(spec_of().checkpoint_path(lake))) == 4
+
+        land(lake, "f4.json", [4])
+        land(lake, "f5.json", [5])
+        taken_over = run(spark, spec_of(max_files_per_trigger=1, discovery="spark"), lake)
+        assert (taken_over["input_rows"], "discovery" in taken_over) == (2, False)
+        assert ids(spark, spec_of(), lake) == [0, 1, 2, 3, 4, 5]  # each file once, across both sources
+        assert (folder / "5.compact").exists()  # Spark's file source compacted our log in turn
+    finally:
+        spark.conf.unset("spark.sql.streaming.fileSource.log.compactInterval")

@@ -34,8 +34,8 @@ def bucket(spark, s3_server):
     return name
 
 
-def _land(s3_server, bucket: str, name: str, ids: range) -> None:
-    with filesystem(s3_server).open_output_stream(f"{bucket}/landing/{name}") as out:
+def _land(s3_server, bucket: str, name: str, ids: range, folder: str = "landing") -> None:
+    with filesystem(s3_server).open_output_stream(f"{bucket}/{folder}/{name}") as out:
         out.write("".join(json.dumps({"id": i, "amount": i * 1.5}) + "\n" for i in ids).encode())
 
 
@@ -67,3 +67,33 @@ def test_a_one_shot_query_from_a_bucket_into_delta_in_the_bucket_takes_each_file
     assert table.version() == 1 and sorted(table.to_pyarrow_table()["id"].to_pylist()) == list(range(8))
     listed = filesystem(s3_server).get_file_info(pafs.FileSelector(f"{bucket}/checkpoints/orders/commits"))
     assert sorted(i.base_name for i in listed) == ["0", "1"]
+
+
+def test_sluices_discovery_in_a_bucket_lists_once_and_takes_each_file_once(spark, s3_server, bucket):
+    # source.discovery: index on S3A: one recursive listing a run (1,000 objects a LIST request), each file once
+    from spark_jobs.sources.files import INDEXED_SOURCE
+
+    checkpoint = f"s3a://{bucket}/checkpoints/indexed"
+
+    def run_once() -> dict:
+        stream = (spark.readStream.format(INDEXED_SOURCE).option("sluice.format", "json")
+                  .schema("id BIGINT, amount DOUBLE").load(f"s3a://{bucket}/indexed"))
+        query = (stream.writeStream.format("delta").option("checkpointLocation", checkpoint)
+                 .trigger(availableNow=True).start(f"s3a://{bucket}/tables/indexed"))
+        query.awaitTermination()
+        return json.loads(spark._jvm.dev.sluice.files.IndexedFileSource.report(f"{checkpoint}/sources/0"))
+
+    for name, ids in (("dt=2026-11-01/a.json", range(0, 3)), ("dt=2026-11-02/b.json", range(3, 5)),
+                      ("_staging/c.json", range(100, 101))):  # a hidden folder: not read, as Spark skips it
+        _land(s3_server, bucket, name, ids, folder="indexed")
+    first = run_once()
+    _land(s3_server, bucket, "dt=2026-11-02/d.json", range(5, 8), folder="indexed")
+    second = run_once()
+    third = run_once()
+    assert [(r["new_files"], r["files_indexed"]) for r in (first, second, third)] == [(2, 2), (1, 3), (0, 3)]
+    # a folder of four objects is one LIST request a run (S3A's own count), the first run's too
+    assert [r["list_requests"] for r in (first, second, third)] == [1, 1, 1]
+    rows = spark.read.format("delta").load(f"s3a://{bucket}/tables/indexed")
+    assert sorted((r.id, str(r.dt)) for r in rows.collect()) == [
+        (0, "2026-11-01"), (1, "2026-11-01"), (2, "2026-11-01"), (3, "2026-11-02"), (4, "2026-11-02"),
+        (5, "2026-11-02"), (6, "2026-11-02"), (7, "2026-11-02")]

@@ -29,29 +29,33 @@ import org.apache.hadoop.fs.FileStatus;
 import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
 import org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileManager;
+import org.apache.spark.sql.execution.streaming.runtime.CompactibleFileStreamLog$;
 
 /**
  * What a pipeline's file source has discovered, kept in its checkpoint folder ({@code sources/0}).
  *
  * <ul>
- *   <li>{@code <batch>}: the files of one batch, in the format of Spark's own file source log
- *       ({@code v1}, then one JSON line {@code {"path","timestamp","batchId"}} a file), written once, whole or
- *       absent, before the batch's offset is: a restarted query reads a batch's files from it.</li>
- *   <li>{@code index/seen-<batch>}: every file discovered through that batch, as sorted 128-bit digests of its
- *       path with its modification time and size (32 bytes a file), written every {@link #SNAPSHOT_EVERY}
- *       batches or {@link #SNAPSHOT_FILES} files. A run reads the latest one and the batch files after it, never the whole history as
- *       text.</li>
+ *   <li>The log of Spark's own file source, in its form and layout, so that every reader of that log (and
+ *       Spark's file source itself, {@code source.discovery: spark}) reads this one: {@code <batch>}, the
+ *       files of one batch ({@code v1}, then a JSON line {@code {"path","timestamp","batchId"}} a file, here
+ *       with the file's {@code size} too), and every {@code compactInterval} batches {@code <batch>.compact},
+ *       which holds every file up to it. Each is written once, whole or absent, before the batch's offset is:
+ *       a restarted query reads a batch's files from it. A compact file is written by copying the previous one
+ *       line by line (no entry is held in memory); it is never read at a start.</li>
+ *   <li>{@code index/seen-<batch>}: every file discovered through that batch, as sorted 128-bit digests of
+ *       its path with its modification time (24 bytes a file), written with each compact file (or after
+ *       {@link #SNAPSHOT_FILES} files). A run reads the latest one and the few batch files after it, never the
+ *       whole history as text.</li>
  * </ul>
  *
- * A checkpoint written by Spark's file source (batch files and {@code <n>.compact} files holding every entry)
- * is read once the same way (the latest compact file, then the batch files after it) and continued.
+ * A checkpoint written by Spark's file source has the same log: it is read once (the latest compact file and
+ * the batch files after it) into a snapshot and continued.
  */
 final class DiscoveryIndex {
   static final String VERSION = "v1";
   static final String INDEX = "index";
   static final String SNAPSHOT = "seen-";
-  static final int SNAPSHOT_EVERY = 10;
-  /** ... or once this many files were discovered since the last one. */
+  /** A snapshot also once this many files were discovered since the last one. */
   static final int SNAPSHOT_FILES = 10_000;
   private static final byte[] MAGIC = "SLUICEIX1".getBytes(StandardCharsets.US_ASCII);
   private static final ObjectMapper JSON = new ObjectMapper();
@@ -82,7 +86,11 @@ final class DiscoveryIndex {
   private long latest = -1;
   private int restoredFromLog;
 
-  DiscoveryIndex(String metadataPath, Configuration conf) throws IOException {
+  private int compactInterval;
+  private long latestCompact = -1;
+
+  DiscoveryIndex(String metadataPath, Configuration conf, int compactInterval) throws IOException {
+    this.compactInterval = compactInterval;
     this.folder = new Path(metadataPath);
     this.fs = folder.getFileSystem(conf);
     this.files = CheckpointFileManager.create(folder, conf);
@@ -134,23 +142,27 @@ final class DiscoveryIndex {
   }
 
   /**
-   * Records a new batch: its file list is written (whole or absent) before this returns; a snapshot follows
-   * every {@link #SNAPSHOT_EVERY} batches.
+   * Records a new batch: its file list (or, at a compaction batch, the compact file) is written whole or not
+   * at all before this returns; a snapshot follows each compact file.
    */
   long add(List<Entry> batchFiles) throws IOException {
     long batch = latest + 1;
     if (batch == 0) {
       files.mkdirs(folder);
     }
-    Path target = new Path(folder, Long.toString(batch));
+    boolean compact = CompactibleFileStreamLog$.MODULE$.isCompactionBatch(batch, compactInterval);
+    Path target = new Path(folder, batch + (compact ? ".compact" : ""));
     if (files.exists(target)) {
       throw new IllegalStateException("the discovery index already has batch " + batch + " (" + target
           + "): another query writes this checkpoint at the same time");
     }
     CheckpointFileManager.CancellableFSDataOutputStream out = files.createAtomic(target, false);
     try {
-      Writer w = new OutputStreamWriter(out, StandardCharsets.UTF_8);
+      Writer w = new OutputStreamWriter(new BufferedOutputStream(out, 1 << 16), StandardCharsets.UTF_8);
       w.write(VERSION);
+      if (compact) {
+        copyEntriesBefore(batch, w);
+      }
       for (Entry e : batchFiles) {
         ObjectNode line = JSON.createObjectNode();
         line.put("path", e.path);
@@ -167,13 +179,41 @@ final class DiscoveryIndex {
       throw e;
     }
     latest = batch;
+    if (compact) {
+      latestCompact = batch;
+    }
     for (Entry e : batchFiles) {
       added.put(Digest.of(key(e.path)), e.mtime);
     }
-    if (batch - snapshotBatch >= SNAPSHOT_EVERY || added.size() >= SNAPSHOT_FILES) {
+    if (compact || added.size() >= SNAPSHOT_FILES) {
       snapshot();
     }
     return batch;
+  }
+
+  /** Copies the lines of every batch before {@code batch} (the last compact file, the lists after it). */
+  private void copyEntriesBefore(long batch, Writer w) throws IOException {
+    long from = 0;
+    if (latestCompact >= 0) {
+      copyLines(new Path(folder, latestCompact + ".compact"), w);
+      from = latestCompact + 1;
+    }
+    for (long b = from; b < batch; b++) {
+      copyLines(new Path(folder, Long.toString(b)), w);
+    }
+  }
+
+  private void copyLines(Path p, Writer w) throws IOException {
+    try (BufferedReader r = new BufferedReader(new InputStreamReader(files.open(p), StandardCharsets.UTF_8))) {
+      r.readLine(); // the version
+      String line;
+      while ((line = r.readLine()) != null) {
+        if (!line.isBlank()) {
+          w.write('\n');
+          w.write(line);
+        }
+      }
+    }
   }
 
   /** The files of batches {@code from..to} (inclusive), as their log records them. */
@@ -247,13 +287,12 @@ final class DiscoveryIndex {
   }
 
   private void restore() throws IOException {
-    long compact = -1;
     List<Long> batches = new ArrayList<>();
     for (FileStatus s : listOrEmpty(folder)) {
       String name = s.getPath().getName();
       try {
         if (name.endsWith(".compact")) {
-          compact = Math.max(compact, Long.parseLong(name.substring(0, name.length() - ".compact".length())));
+          latestCompact = Math.max(latestCompact, Long.parseLong(name.substring(0, name.length() - 8)));
         } else {
           batches.add(Long.parseLong(name));
         }
@@ -264,7 +303,11 @@ final class DiscoveryIndex {
     for (long b : batches) {
       latest = Math.max(latest, b);
     }
-    latest = Math.max(latest, compact);
+    latest = Math.max(latest, latestCompact);
+    if (latestCompact >= 0) { // the interval the log was written with (Spark's own rule)
+      compactInterval = CompactibleFileStreamLog$.MODULE$.deriveCompactInterval(compactInterval,
+          (int) latestCompact);
+    }
     long snap = -1;
     for (FileStatus s : listOrEmpty(new Path(folder, INDEX))) {
       String name = s.getPath().getName();
@@ -280,26 +323,24 @@ final class DiscoveryIndex {
       }
     }
     List<Entry> tail = new ArrayList<>();
+    boolean migrated = false;
     if (snap >= 0) {
       readSnapshot(new Path(new Path(folder, INDEX), SNAPSHOT + snap));
       snapshotBatch = snap;
-    } else if (compact >= 0) {
-      tail.addAll(read(new Path(folder, compact + ".compact"), -1));
-      snapshotBatch = -1;
-    }
-    long after = Math.max(snap, compact);
-    batches.sort(null);
-    for (long b : batches) {
-      if (b > after) {
-        tail.addAll(read(new Path(folder, Long.toString(b)), -1));
-      }
+      tail.addAll(batches(snap + 1, latest));
+    } else if (latestCompact >= 0) { // a log without a snapshot: Spark's file source wrote it
+      tail.addAll(read(new Path(folder, latestCompact + ".compact"), -1));
+      tail.addAll(batches(latestCompact + 1, latest));
+      migrated = true;
+    } else {
+      tail.addAll(batches(0, latest));
     }
     restoredFromLog = tail.size();
     for (Entry e : tail) {
       added.put(Digest.of(key(e.path)), e.mtime);
     }
-    if (latest >= 0 && (tail.size() >= SNAPSHOT_FILES || (snap < 0 && compact >= 0))) {
-      snapshot(); // a checkpoint of Spark's file source, or a large batch: its text is read this once
+    if (latest >= 0 && (migrated || tail.size() >= SNAPSHOT_FILES)) {
+      snapshot(); // the log's text is read this once
     }
   }
 

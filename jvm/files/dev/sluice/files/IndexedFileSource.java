@@ -55,7 +55,8 @@ public final class IndexedFileSource implements Source, SupportsTriggerAvailable
     this.layout = layout;
     long start = System.nanoTime();
     try {
-      this.index = new DiscoveryIndex(metadataPath, spark.sessionState().newHadoopConf());
+      this.index = new DiscoveryIndex(metadataPath, spark.sessionState().newHadoopConf(),
+          spark.sessionState().conf().fileSourceLogCompactInterval());
       this.lister = new Lister(layout.path, spark.sessionState().newHadoopConf(), layout.pathGlobFilter);
     } catch (IOException e) {
       throw new UncheckedIOException("sluice's discovery index in " + metadataPath + " cannot be read: " + e, e);

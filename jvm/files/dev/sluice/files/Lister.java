@@ -53,6 +53,11 @@ final class Lister {
   private final Path pattern;
   private final FileSystem fs;
   private final GlobFilter nameFilter;
+  private final boolean glob;
+  /**
+   * What the listings asked of the file system: on a local disk, the folders read; in a bucket, the LIST
+   * requests its client counted while listing (S3A's {@code object_list_request}), else the listing calls.
+   */
   long listRequests;
 
   Lister(String path, Configuration conf, String pathGlobFilter) throws IOException {
@@ -60,17 +65,47 @@ final class Lister {
     this.fs = p.getFileSystem(conf);
     this.pattern = fs.makeQualified(p);
     this.nameFilter = pathGlobFilter == null ? null : new GlobFilter(pathGlobFilter);
+    this.glob = org.apache.spark.deploy.SparkHadoopUtil.get().isGlobPath(p);
   }
 
   /** Every file the predicate (given a file's key) calls new, oldest first. */
   List<Found> list(Predicate<String> isNew) throws IOException {
     List<Found> out = new ArrayList<>();
-    FileStatus[] roots = fs.globStatus(pattern);
-    listRequests++;
-    if (roots == null) {
-      return out;
-    }
     boolean local = "file".equals(fs.getUri().getScheme());
+    long counted = storeListRequests();
+    try {
+      list(isNew, local, out);
+    } finally {
+      long now = storeListRequests();
+      if (!local && counted >= 0 && now >= counted) {
+        listRequests += now - counted;
+      } else if (!local) {
+        listRequests += 1;
+      }
+    }
+    out.sort(BY_TIME);
+    return out;
+  }
+
+  private long storeListRequests() {
+    org.apache.hadoop.fs.StorageStatistics stats = fs.getStorageStatistics();
+    Long value = stats == null ? null : stats.getLong("object_list_request");
+    return value == null ? -1 : value;
+  }
+
+  private void list(Predicate<String> isNew, boolean local, List<Found> out) throws IOException {
+    if (!local && !glob) { // straight to the recursive listing: a bucket's folder status would cost a LIST too
+      try {
+        listRemote(pattern, isNew, out);
+      } catch (java.io.FileNotFoundException nothingYet) {
+        // no object under the path
+      }
+      return;
+    }
+    FileStatus[] roots = fs.globStatus(pattern);
+    if (roots == null) {
+      return;
+    }
     for (FileStatus root : roots) {
       if (root.isFile()) {
         add(root.getPath(), root.getModificationTime(), root.getLen(), isNew, out);
@@ -80,8 +115,6 @@ final class Lister {
         listRemote(root.getPath(), isNew, out);
       }
     }
-    out.sort(BY_TIME);
-    return out;
   }
 
   /** The first file under the path (any one), or null: the partition folders a file sits in. */
@@ -144,6 +177,7 @@ final class Lister {
   }
 
   private void walk(java.nio.file.Path dir, Predicate<String> isNew, List<Found> out) throws IOException {
+    listRequests++;
     List<java.nio.file.Path> folders = new ArrayList<>();
     try (DirectoryStream<java.nio.file.Path> names = Files.newDirectoryStream(dir)) {
       for (java.nio.file.Path p : names) {
@@ -180,7 +214,6 @@ final class Lister {
 
   private void listRemote(Path root, Predicate<String> isNew, List<Found> out) throws IOException {
     RemoteIterator<LocatedFileStatus> it = fs.listFiles(root, true);
-    listRequests++;
     int depth = root.depth();
     while (it.hasNext()) {
       LocatedFileStatus s = it.next();
