@@ -60,21 +60,6 @@ final class DiscoveryIndex {
   private static final byte[] MAGIC = "SLUICEIX1".getBytes(StandardCharsets.US_ASCII);
   private static final ObjectMapper JSON = new ObjectMapper();
 
-  /** One discovered file. */
-  static final class Entry {
-    final String path; // as Spark's log writes it: the URL-encoded URI
-    final long mtime;
-    final long size;
-    final long batch;
-
-    Entry(String path, long mtime, long size, long batch) {
-      this.path = path;
-      this.mtime = mtime;
-      this.size = size;
-      this.batch = batch;
-    }
-  }
-
   private final Path folder;
   private final FileSystem fs;
   private final CheckpointFileManager files;
@@ -145,7 +130,7 @@ final class DiscoveryIndex {
    * Records a new batch: its file list (or, at a compaction batch, the compact file) is written whole or not
    * at all before this returns; a snapshot follows each compact file.
    */
-  long add(List<Entry> batchFiles) throws IOException {
+  long add(List<FileEntry> batchFiles) throws IOException {
     long batch = latest + 1;
     if (batch == 0) {
       files.mkdirs(folder);
@@ -163,7 +148,7 @@ final class DiscoveryIndex {
       if (compact) {
         copyEntriesBefore(batch, w);
       }
-      for (Entry e : batchFiles) {
+      for (FileEntry e : batchFiles) {
         ObjectNode line = JSON.createObjectNode();
         line.put("path", e.path);
         line.put("timestamp", e.mtime);
@@ -182,8 +167,8 @@ final class DiscoveryIndex {
     if (compact) {
       latestCompact = batch;
     }
-    for (Entry e : batchFiles) {
-      added.put(Digest.of(key(e.path)), e.mtime);
+    for (FileEntry e : batchFiles) {
+      added.put(Digest.of(e.key()), e.mtime);
     }
     if (compact || added.size() >= SNAPSHOT_FILES) {
       snapshot();
@@ -217,8 +202,8 @@ final class DiscoveryIndex {
   }
 
   /** The files of batches {@code from..to} (inclusive), as their log records them. */
-  List<Entry> batches(long from, long to) throws IOException {
-    List<Entry> out = new ArrayList<>();
+  List<FileEntry> batches(long from, long to) throws IOException {
+    List<FileEntry> out = new ArrayList<>();
     Map<Long, Path> compacts = null;
     for (long b = from; b <= to; b++) {
       Path p = new Path(folder, Long.toString(b));
@@ -263,8 +248,8 @@ final class DiscoveryIndex {
   }
 
   /** A log file's entries; {@code onlyBatch} >= 0 keeps that batch's (a compact file holds many). */
-  private List<Entry> read(Path p, long onlyBatch) throws IOException {
-    List<Entry> out = new ArrayList<>();
+  private List<FileEntry> read(Path p, long onlyBatch) throws IOException {
+    List<FileEntry> out = new ArrayList<>();
     try (BufferedReader r = new BufferedReader(new InputStreamReader(files.open(p), StandardCharsets.UTF_8))) {
       String version = r.readLine();
       if (version == null || !version.startsWith("v")) {
@@ -280,7 +265,8 @@ final class DiscoveryIndex {
         if (onlyBatch >= 0 && batch != onlyBatch) {
           continue;
         }
-        out.add(new Entry(n.get("path").asText(), n.path("timestamp").asLong(0), n.path("size").asLong(-1), batch));
+        out.add(new FileEntry(n.get("path").asText(), null, n.path("timestamp").asLong(0), n.path("size").asLong(-1),
+            batch));
       }
     }
     return out;
@@ -322,7 +308,7 @@ final class DiscoveryIndex {
         }
       }
     }
-    List<Entry> tail = new ArrayList<>();
+    List<FileEntry> tail = new ArrayList<>();
     boolean migrated = false;
     if (snap >= 0) {
       readSnapshot(new Path(new Path(folder, INDEX), SNAPSHOT + snap));
@@ -336,8 +322,8 @@ final class DiscoveryIndex {
       tail.addAll(batches(0, latest));
     }
     restoredFromLog = tail.size();
-    for (Entry e : tail) {
-      added.put(Digest.of(key(e.path)), e.mtime);
+    for (FileEntry e : tail) {
+      added.put(Digest.of(e.key()), e.mtime);
     }
     if (latest >= 0 && (migrated || tail.size() >= SNAPSHOT_FILES)) {
       snapshot(); // the log's text is read this once

@@ -44,7 +44,7 @@ public final class IndexedFileSource implements Source, SupportsTriggerAvailable
   private final DiscoveryIndex index;
   private final Lister lister;
   private final long restoreMs;
-  private List<Lister.Found> availableNow;
+  private List<FileEntry> availableNow;
   private long listMs;
   private long listings;
   private long found;
@@ -93,11 +93,11 @@ public final class IndexedFileSource implements Source, SupportsTriggerAvailable
   @Override
   public synchronized org.apache.spark.sql.connector.read.streaming.Offset latestOffset(
       org.apache.spark.sql.connector.read.streaming.Offset start, ReadLimit limit) {
-    List<Lister.Found> fresh;
+    List<FileEntry> fresh;
     if (availableNow != null) {
       fresh = new ArrayList<>();
-      for (Lister.Found f : availableNow) {
-        if (!index.contains(f.key)) {
+      for (FileEntry f : availableNow) {
+        if (!index.contains(f.key())) {
           fresh.add(f);
         }
       }
@@ -109,12 +109,8 @@ public final class IndexedFileSource implements Source, SupportsTriggerAvailable
       take = Math.min(take, ((ReadMaxFiles) limit).maxFiles());
     }
     if (take > 0) {
-      List<DiscoveryIndex.Entry> batch = new ArrayList<>(take);
-      for (Lister.Found f : fresh.subList(0, take)) {
-        batch.add(new DiscoveryIndex.Entry(f.path, f.mtime, f.size, -1));
-      }
       try {
-        index.add(batch);
+        index.add(fresh.subList(0, take));
       } catch (IOException e) {
         throw new UncheckedIOException("sluice's discovery index in " + metadataPath + " cannot be written: " + e, e);
       }
@@ -125,7 +121,7 @@ public final class IndexedFileSource implements Source, SupportsTriggerAvailable
     return latest < 0 ? null : FileStreamSourceOffset.apply(latest);
   }
 
-  private List<Lister.Found> listNew() {
+  private List<FileEntry> listNew() {
     long start = System.nanoTime();
     try {
       return lister.list(key -> !index.contains(key));
@@ -141,7 +137,7 @@ public final class IndexedFileSource implements Source, SupportsTriggerAvailable
   public Dataset<Row> getBatch(Option<Offset> start, Offset end) {
     long from = start.isDefined() ? FileStreamSourceOffset.apply(start.get()).logOffset() + 1 : 0;
     long to = FileStreamSourceOffset.apply(end).logOffset();
-    List<DiscoveryIndex.Entry> files;
+    List<FileEntry> files;
     try {
       files = index.batches(from, to);
     } catch (IOException e) {

@@ -133,10 +133,10 @@ final class Layout {
    * A batch's relation, as Spark's file source makes it, but over the statuses the listing found: files whose
    * size the index knows are not looked at again (a file read from a log of Spark's file source is).
    */
-  BaseRelation relation(SparkSession spark, List<DiscoveryIndex.Entry> files) {
+  BaseRelation relation(SparkSession spark, List<FileEntry> files) {
     KnownFiles known = new KnownFiles();
     List<org.apache.hadoop.fs.Path> paths = new ArrayList<>(files.size());
-    for (DiscoveryIndex.Entry e : files) {
+    for (FileEntry e : files) {
       org.apache.hadoop.fs.Path p = org.apache.spark.paths.SparkPath.fromUrlString(e.path).toPath();
       paths.add(p);
       if (e.size >= 0) {

@@ -32,23 +32,8 @@ import org.apache.spark.util.HadoopFSUtils;
  * </ul>
  */
 final class Lister {
-  /** A file found. */
-  static final class Found {
-    final String path;
-    final String key;
-    final long mtime;
-    final long size;
-
-    Found(String path, String key, long mtime, long size) {
-      this.path = path;
-      this.key = key;
-      this.mtime = mtime;
-      this.size = size;
-    }
-  }
-
-  static final Comparator<Found> BY_TIME =
-      Comparator.<Found>comparingLong(f -> f.mtime).thenComparing(f -> f.path);
+  static final Comparator<FileEntry> BY_TIME =
+      Comparator.<FileEntry>comparingLong(f -> f.mtime).thenComparing(f -> f.path);
 
   private final Path pattern;
   private final FileSystem fs;
@@ -69,8 +54,8 @@ final class Lister {
   }
 
   /** Every file the predicate (given a file's key) calls new, oldest first. */
-  List<Found> list(Predicate<String> isNew) throws IOException {
-    List<Found> out = new ArrayList<>();
+  List<FileEntry> list(Predicate<String> isNew) throws IOException {
+    List<FileEntry> out = new ArrayList<>();
     boolean local = "file".equals(fs.getUri().getScheme());
     long counted = storeListRequests();
     try {
@@ -93,7 +78,7 @@ final class Lister {
     return value == null ? -1 : value;
   }
 
-  private void list(Predicate<String> isNew, boolean local, List<Found> out) throws IOException {
+  private void list(Predicate<String> isNew, boolean local, List<FileEntry> out) throws IOException {
     if (!local && !glob) { // straight to the recursive listing: a bucket's folder status would cost a LIST too
       try {
         listRemote(pattern, isNew, out);
@@ -176,7 +161,7 @@ final class Lister {
     return null;
   }
 
-  private void walk(java.nio.file.Path dir, Predicate<String> isNew, List<Found> out) throws IOException {
+  private void walk(java.nio.file.Path dir, Predicate<String> isNew, List<FileEntry> out) throws IOException {
     listRequests++;
     List<java.nio.file.Path> folders = new ArrayList<>();
     try (DirectoryStream<java.nio.file.Path> names = Files.newDirectoryStream(dir)) {
@@ -200,7 +185,8 @@ final class Lister {
         } else if (a.isRegularFile()) {
           Path hp = new Path(p.toUri());
           if (nameFilter == null || nameFilter.accept(hp)) {
-            out.add(new Found(SparkPath.fromPath(hp).urlEncoded(), key, a.lastModifiedTime().toMillis(), a.size()));
+            out.add(new FileEntry(SparkPath.fromPath(hp).urlEncoded(), key, a.lastModifiedTime().toMillis(), a.size(),
+                -1));
           }
         }
       }
@@ -212,7 +198,7 @@ final class Lister {
     }
   }
 
-  private void listRemote(Path root, Predicate<String> isNew, List<Found> out) throws IOException {
+  private void listRemote(Path root, Predicate<String> isNew, List<FileEntry> out) throws IOException {
     RemoteIterator<LocatedFileStatus> it = fs.listFiles(root, true);
     int depth = root.depth();
     while (it.hasNext()) {
@@ -224,19 +210,19 @@ final class Lister {
       String url = SparkPath.fromPath(p).urlEncoded();
       String key = DiscoveryIndex.key(url);
       if (isNew.test(key)) {
-        out.add(new Found(url, key, s.getModificationTime(), s.getLen()));
+        out.add(new FileEntry(url, key, s.getModificationTime(), s.getLen(), -1));
       }
     }
   }
 
-  private void add(Path p, long mtime, long size, Predicate<String> isNew, List<Found> out) {
+  private void add(Path p, long mtime, long size, Predicate<String> isNew, List<FileEntry> out) {
     if (HadoopFSUtils.shouldFilterOutPathName(p.getName()) || (nameFilter != null && !nameFilter.accept(p))) {
       return;
     }
     String url = SparkPath.fromPath(p).urlEncoded();
     String key = DiscoveryIndex.key(url);
     if (isNew.test(key)) {
-      out.add(new Found(url, key, mtime, size));
+      out.add(new FileEntry(url, key, mtime, size, -1));
     }
   }
 
