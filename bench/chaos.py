@@ -20,9 +20,9 @@ Kill modes (``--modes``; a round picks one of those that apply to the pipeline a
   random                    kill -9 of the whole process tree (launcher, spark-submit JVM, Python driver)
                             after a random delay, anywhere from start-up to the end of the run
   before_offsets            the JVM halts before the checkpoint's offsets/N is written (batch planned)
-  before_index_list         file sources (files, merge; source.discovery: index): before the discovery index writes a batch's
-                            file list (sources/0/N), the files just listed; after it, before offsets/N, is
-                            before_offsets
+  before_index_list         file sources (files, merge; source.discovery: index): the JVM halts before the
+                            discovery index writes a batch's file list (sources/0/N), the files just listed
+                            (after it and before offsets/N is before_offsets)
   before_commit             the JVM halts before the sink's Delta commit (data files written, not committed)
   between_commits           the JVM halts after the Delta commit, before the checkpoint's commits/N
   before_quarantine_commit  the JVM halts before the quarantine table's Delta commit: on the one-pass path
@@ -84,8 +84,9 @@ from sluice.storage.object_store import (
 MODES = ("random", "before_offsets", "before_index_list", "before_commit", "between_commits",
          "before_quarantine_commit", "before_marker_write", "before_marker_clear")
 ONE_PASS_MODES = ("before_marker_write", "before_marker_clear")
-FILE_SOURCE_MODES = ("before_index_list",)
 """Modes that only exist on the one-pass path (the files pipeline): the counted path writes no marker."""
+FILE_SOURCE_MODES = ("before_index_list",)
+"""Modes that only exist with a file source (the files and MERGE pipelines): Kafka keeps no discovery index."""
 OUTCOMES = ("halted", "killed_in_flight", "missed")
 HALT_LINE = "sluice chaos: halting the JVM before"
 PIPELINES = ("files", "kafka", "merge")
