@@ -74,6 +74,12 @@ def test_sluices_discovery_in_a_bucket_lists_once_and_takes_each_file_once(spark
     from spark_jobs.sources.files import INDEXED_SOURCE
 
     checkpoint = f"s3a://{bucket}/checkpoints/indexed"
+    # CI's order, made certain: the bucket's client is not the JVM's first S3A client (S3A's storage
+    # statistics are one per JVM, bound to the first; the count must be this client's own)
+    jvm = spark._jvm
+    uri, conf = jvm.java.net.URI(f"s3a://{bucket}/"), spark._jsc.hadoopConfiguration()
+    jvm.org.apache.hadoop.fs.FileSystem.newInstance(uri, conf).close()
+    jvm.org.apache.hadoop.fs.FileSystem.get(uri, conf).close()  # out of the cache: the next is a new client
 
     def run_once() -> dict:
         stream = (spark.readStream.format(INDEXED_SOURCE).option("sluice.format", "json")

@@ -72,9 +72,14 @@ final class Lister {
     return out;
   }
 
+  /**
+   * This file system's own count of LIST requests, or -1. Not {@code getStorageStatistics()}: S3A registers
+   * those once a JVM, bound to the first S3A instance made, so another bucket's client would be read.
+   */
   private long storeListRequests() {
-    org.apache.hadoop.fs.StorageStatistics stats = fs.getStorageStatistics();
-    Long value = stats == null ? null : stats.getLong("object_list_request");
+    org.apache.hadoop.fs.statistics.IOStatistics stats =
+        org.apache.hadoop.fs.statistics.IOStatisticsSupport.retrieveIOStatistics(fs);
+    Long value = stats == null ? null : stats.counters().get("object_list_request");
     return value == null ? -1 : value;
   }
 
