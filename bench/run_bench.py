@@ -263,14 +263,23 @@ def small_files(folder: Path, prefix: str, files: int, rows_per_file: int, first
             for n in range(start, start + rows_per_file)), encoding="utf-8")
 
 
+def table_version(table: Path) -> int:
+    """A local Delta table's latest version (-1: no table yet), from its log's file names."""
+    log_dir = table / "_delta_log"
+    versions = [int(p.name.split(".")[0]) for p in log_dir.glob("*.json")] if log_dir.is_dir() else []
+    return max(versions, default=-1)
+
+
 def case_p3() -> dict:
     """The same 10 new files into a pipeline with a long history / into a fresh pipeline: the file-source
     log, the checkpoint and the Delta log all that long. ``BENCH_P3_FILES`` files of history (2,000 by
     default; the goal's size is 100,000), made by one run taking ``BENCH_P3_BATCH_FILES`` files per
     micro-batch (10 by default: 10,000 files leave 1,000 batches, each its own Delta commit and checkpoint
     entry, as 1,000 scheduled runs would; at 100,000 files use e.g. 1,000, as a backlog caught up would).
-    Also measured at that history: a run with no new file, and the driver's peak memory (the file source
-    keeps every file it has seen in the driver's memory: ``maxFileAge`` is 100 years in sluice)."""
+    The history is then maintained (``sluice maintain``: OPTIMIZE, VACUUM), as a table that old would be.
+    Also measured at that history: a run with no new file, and the driver's peak memory (Spark's file
+    source, ``BENCH_P3_DISCOVERY=spark``, keeps every file it has seen in the driver's memory; sluice's
+    index keeps 24 bytes a file)."""
     # the history is made at ~1.1 s per micro-batch (see docs/performance.md): 1,000 batches take ~20 minutes
     history_files = max(100, int(int(os.environ.get("BENCH_P3_FILES", "2000")) * SCALE))
     batch_files = int(os.environ.get("BENCH_P3_BATCH_FILES", "10"))
@@ -291,7 +300,7 @@ def case_p3() -> dict:
         small_files(new, "new", 10, 1000, 10_000_000)
         (new / "_done").write_text("")
     old = WORK / "p3-old"
-    ready = WORK / f"p3-ready-{history_files}-{batch_files}-{discovery}{'-clean' if clean else ''}"
+    ready = WORK / f"p3-ready-{history_files}-{batch_files}-{discovery}{'-clean' if clean else ''}-maintained"
 
     def write_spec(lake: Path, files_per_trigger: int) -> None:
         source = {**spec["source"], "max_files_per_trigger": files_per_trigger}
@@ -308,6 +317,16 @@ def case_p3() -> dict:
             summary = run_sluice("bench_p3", lake)[0]
             log(f"P3: history of {summary['batches']} batches, {files} files made in "
                 f"{time.perf_counter() - started:.0f} s")
+            # day 2, as operations.md has it: the maintenance run compacts the history's small files (one
+            # batch of 1,000 files spread over 28 day partitions writes 28 of them). Without it the measured
+            # run is a commit on thousands of small files, and with a history of 10 x N batches it is the
+            # table's checkpoint commit too (every 10th), every round: that is Delta's, not discovery's cost
+            started = time.perf_counter()
+            maintain = subprocess.run([str(BIN / "sluice"), "maintain", "bench_p3"], env=env_for(lake),
+                                      capture_output=True, text=True, check=False)
+            if maintain.returncode != 0:
+                raise RuntimeError(f"P3: sluice maintain failed:\n{maintain.stderr[-3000:]}")
+            log(f"P3: history maintained (OPTIMIZE, VACUUM) in {time.perf_counter() - started:.0f} s")
         write_spec(lake, 10)
 
     if not (ready / "_done").is_file():
@@ -319,13 +338,17 @@ def case_p3() -> dict:
     def measured(lake: Path) -> dict:
         for file in new.glob("*.json"):
             shutil.copy(file, lake / "lake" / "landing" / file.name)
+        version = table_version(lake / "lake" / "p3")
         summary, wall, peak_mb = run_sluice_measured("bench_p3", lake)
         if summary["input_rows"] != 10_000:
             raise RuntimeError(f"P3: the run ingested {summary['input_rows']} rows, expected 10000")
         idle, idle_wall, idle_peak_mb = run_sluice_measured("bench_p3", lake)
         if idle["input_rows"] != 0:
             raise RuntimeError(f"P3: the run with no new file ingested {idle['input_rows']} rows")
-        return {"rows": 10_000, "seconds": summary["duration_s"], "wall": wall, "phases_s": summary["phases_s"],
+        # the measured run's Delta commit; a multiple of 10 writes the table's checkpoint too
+        commit = version + 1
+        return {"rows": 10_000, "commit": commit, "checkpoint_commit": commit % 10 == 0,
+                "seconds": summary["duration_s"], "wall": wall, "phases_s": summary["phases_s"],
                 "peak_rss_mb": peak_mb, "no_data_seconds": idle["duration_s"], "no_data_wall": idle_wall,
                 "no_data_peak_rss_mb": idle_peak_mb, "discovery": summary.get("discovery"),
                 "no_data_discovery": idle.get("discovery")}
@@ -360,7 +383,9 @@ def case_p3() -> dict:
         "plain_figure": f"{new_s:.1f} s fresh",
         "ratio": round(old_s / new_s, 3),
         "no_data_s": {"history": median(runs_old, "no_data_seconds"), "fresh": median(runs_new, "no_data_seconds")},
+        "no_data_ratio": round(median(runs_old, "no_data_seconds") / median(runs_new, "no_data_seconds"), 3),
         "peak_rss_mb": {"history": median(runs_old, "peak_rss_mb"), "fresh": median(runs_new, "peak_rss_mb")},
+        "peak_rss_mb_over_fresh": round(median(runs_old, "peak_rss_mb") - median(runs_new, "peak_rss_mb"), 1),
         "sluice": runs_old,
         "plain": runs_new,
     }
@@ -1012,6 +1037,8 @@ def goal_met(case: str, result: dict) -> bool:
     met = result["ratio"] >= goal if direction == "min" else result["ratio"] <= goal
     if case == "P2":
         met = met and result["query_s"] < 1.0
+    if case == "P3":  # issue 40: a run with no new file within 1.3x, the driver within +100 MB of a fresh one's
+        met = met and result["no_data_ratio"] <= 1.3 and result["peak_rss_mb_over_fresh"] <= 100
     if case == "P7":
         met = met and result["nodata_ratio"] <= 1.5
     if case == "P8":

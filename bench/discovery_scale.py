@@ -1,0 +1,173 @@
+"""File discovery alone, at a landing folder's full size: ``python -m bench.discovery_scale --files 1000000``.
+
+What ``source.discovery`` costs a run once a pipeline has ingested ``--files`` files (issue 40), without the
+cost of reading and writing them: each run is one ``availableNow`` query of the pipeline's file source into a
+``foreachBatch`` that reads nothing, so what is left is the source's start (its index or log restored), its
+listing and each batch's planning. Four runs, each a JVM of its own (its peak resident memory read from
+``/proc``, ``VmHWM``):
+
+1. the history: one run takes every file, ``--per-batch`` files a micro-batch;
+2. ten new files land; a run takes them (``new``);
+3. a run finds nothing (``idle``);
+4. the same ten files into a fresh checkpoint, and a run after it that finds nothing (``fresh_new``,
+   ``fresh_idle``): the ratios' denominators.
+
+The files are made once (``var/bench/discovery/<files>/landing``, ``--per-folder`` a day folder, as a
+landing folder of daily drops is) and kept for the next measurement; the checkpoints are made again each
+time. ``--discovery spark`` measures Spark's own file source the same way. The result:
+``bench/results/discovery-<files>-<discovery>.json`` and a table on stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from bench import HOME, RESULTS
+
+WORK = HOME / "var" / "bench" / "discovery"
+SCHEMA = "id BIGINT"
+NEW_FILES = 10
+
+
+def make_files(landing: Path, files: int, per_folder: int) -> None:
+    done = landing.parent / f"_done-{per_folder}"
+    if done.is_file():
+        return
+    shutil.rmtree(landing.parent, ignore_errors=True)
+    started = time.perf_counter()
+    for n in range(files):
+        folder = landing / f"dt={n // per_folder:05d}"
+        if n % per_folder == 0:
+            folder.mkdir(parents=True)
+        (folder / f"part-{n:07d}.json").write_text(f'{{"id": {n}}}\n', encoding="utf-8")
+    done.write_text("", encoding="utf-8")
+    print(f"[discovery] {files:,} files made in {time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)
+
+
+def child(landing: str, checkpoint: str, discovery: str, per_batch: int) -> None:
+    """One query run in this process's own JVM; prints what it measured as one JSON line."""
+    from sluice.settings import load_settings
+    from spark_jobs.driver.session import local_session
+    from spark_jobs.sources.files import INDEXED_SOURCE, KEEP_EVERY_FILE
+
+    before = _last_batch(checkpoint)
+    session_started = time.perf_counter()
+    spark = local_session(load_settings(), app_name="discovery-scale")
+    spark.sparkContext.setLogLevel("ERROR")
+    session_s = time.perf_counter() - session_started
+    reader = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", per_batch)
+    if discovery == "index":
+        reader = reader.format(INDEXED_SOURCE).option("sluice.format", "json")
+    else:
+        reader = reader.format("json").option("maxFileAge", KEEP_EVERY_FILE)
+    started = time.perf_counter()
+    stream = reader.load(landing)
+    query = (stream.writeStream.foreachBatch(lambda batch, batch_id: None)  # reads nothing: discovery alone
+             .option("checkpointLocation", checkpoint).trigger(availableNow=True).start())
+    query.awaitTermination()
+    query_s = time.perf_counter() - started
+    report = None
+    if discovery == "index":
+        report = json.loads(spark._jvm.dev.sluice.files.IndexedFileSource.report(f"{checkpoint}/sources/0"))
+    pid = spark._jvm.java.lang.ProcessHandle.current().pid()
+    status = Path(f"/proc/{pid}/status").read_text(encoding="utf-8")
+    peak_kb = next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmHWM:"))
+    after = _last_batch(checkpoint)
+    spark.stop()
+    print(json.dumps({"query_s": round(query_s, 3), "session_s": round(session_s, 3),
+                      "batches": after - before, "jvm_peak_mb": round(peak_kb / 1024, 1), "discovery": report}))
+
+
+def _last_batch(checkpoint: str) -> int:
+    """The checkpoint's last committed batch, -1 before the first."""
+    commits = Path(checkpoint, "commits")
+    return max((int(p.name) for p in commits.iterdir() if p.name.isdigit()), default=-1) if commits.is_dir() else -1
+
+
+def run(landing: Path, checkpoint: Path, discovery: str, per_batch: int) -> dict:
+    started = time.perf_counter()
+    out = subprocess.run([sys.executable, "-m", "bench.discovery_scale", "--child", str(landing), str(checkpoint),
+                          "--discovery", discovery, "--per-batch", str(per_batch)],
+                         cwd=HOME, capture_output=True, text=True, check=False,
+                         env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"})
+    if out.returncode != 0:
+        raise RuntimeError(f"the run failed:\n{out.stderr[-4000:]}")
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    result["wall_s"] = round(time.perf_counter() - started, 3)
+    return result
+
+
+def land_new(landing: Path, tag: str) -> None:
+    folder = landing / "dt=99999"
+    folder.mkdir(parents=True, exist_ok=True)
+    for n in range(NEW_FILES):
+        (folder / f"{tag}-{n}.json").write_text(f'{{"id": {-1 - n}}}\n', encoding="utf-8")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--files", type=int, default=1_000_000, help="files of history (default 1,000,000)")
+    parser.add_argument("--per-folder", type=int, default=1000, help="files a day folder (default 1,000)")
+    parser.add_argument("--per-batch", type=int, default=100_000,
+                        help="files a micro-batch of the history run (default 100,000)")
+    parser.add_argument("--discovery", choices=("index", "spark"), default="index")
+    parser.add_argument("--child", nargs=2, metavar=("LANDING", "CHECKPOINT"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child(*args.child, args.discovery, args.per_batch)
+        return
+    base = WORK / str(args.files)
+    landing = base / "landing"
+    make_files(landing, args.files, args.per_folder)
+    shutil.rmtree(landing / "dt=99999", ignore_errors=True)
+    fresh_landing = WORK / "fresh" / "landing"
+    shutil.rmtree(fresh_landing.parent, ignore_errors=True)
+    checkpoints = base / f"checkpoints-{args.discovery}"
+    shutil.rmtree(checkpoints, ignore_errors=True)
+
+    def step(name: str, *a) -> dict:
+        result = run(*a)
+        print(f"[discovery] {name}: {json.dumps(result)}", file=sys.stderr, flush=True)
+        return result
+
+    history = step("history", landing, checkpoints / "history", args.discovery, args.per_batch)
+    land_new(landing, "new")
+    new = step("new", landing, checkpoints / "history", args.discovery, NEW_FILES)
+    idle = step("idle", landing, checkpoints / "history", args.discovery, NEW_FILES)
+    land_new(fresh_landing, "new")
+    fresh_new = step("fresh_new", fresh_landing, checkpoints / "fresh", args.discovery, NEW_FILES)
+    fresh_idle = step("fresh_idle", fresh_landing, checkpoints / "fresh", args.discovery, NEW_FILES)
+    shutil.rmtree(landing / "dt=99999", ignore_errors=True)  # the history folder stays as made, for the next time
+    result = {
+        "files": args.files, "per_folder": args.per_folder, "per_batch": args.per_batch, "discovery": args.discovery,
+        "measured": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "cores": os.cpu_count(),
+        "command": f"python -m bench.discovery_scale --files {args.files} --per-folder {args.per_folder} "
+                   f"--per-batch {args.per_batch} --discovery {args.discovery}",
+        "new_ratio": round(new["query_s"] / fresh_new["query_s"], 3),
+        "idle_ratio": round(idle["query_s"] / fresh_idle["query_s"], 3),
+        "jvm_peak_mb_over_fresh": round(max(new["jvm_peak_mb"], idle["jvm_peak_mb"])
+                                        - max(fresh_new["jvm_peak_mb"], fresh_idle["jvm_peak_mb"]), 1),
+        "runs": {"history": history, "new": new, "idle": idle, "fresh_new": fresh_new, "fresh_idle": fresh_idle},
+    }
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / f"discovery-{args.files}-{args.discovery}.json").write_text(json.dumps(result, indent=2) + "\n",
+                                                                           encoding="utf-8")
+    print("| run | query s | batches | JVM peak MB | listing ms | index read ms |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for name, r in result["runs"].items():
+        d = r["discovery"] or {}
+        print(f"| {name} | {r['query_s']} | {r['batches']} | {r['jvm_peak_mb']} | {d.get('listing_ms', '-')} "
+              f"| {d.get('restore_ms', '-')} |")
+    print(f"new ratio {result['new_ratio']}, idle ratio {result['idle_ratio']}, "
+          f"JVM peak over fresh {result['jvm_peak_mb_over_fresh']} MB")
+
+
+if __name__ == "__main__":
+    main()
