@@ -104,6 +104,30 @@ def run(landing: Path, checkpoint: Path, discovery: str, per_batch: int) -> dict
     return result
 
 
+def python_checks(landing: Path, checkpoint: Path) -> dict:
+    """What a ``sluice run`` does besides the query, on the driver's Python side, before it starts: the
+    backlog (``backlog_before``) and the rewritten-file check (``on_overwrite``), timed here on the history's
+    checkpoint (each in a process of its own, its peak memory read as the query runs' is)."""
+    code = ("import json, resource, sys, time\n"
+            "from sluice.storage.checkpoint import Checkpoint\n"
+            "from sluice.operations.backlog import files_backlog\n"
+            "from spark_jobs.sources.overwrites import find_rewritten\n"
+            "landing, checkpoint, which = sys.argv[1:]\n"
+            "started = time.perf_counter()\n"
+            "if which == 'backlog':\n"
+            "    found = files_backlog(landing, Checkpoint(checkpoint))['files']\n"
+            "else:\n"
+            "    found = len(find_rewritten(landing, checkpoint) or [])\n"
+            "print(json.dumps({'seconds': round(time.perf_counter() - started, 3), 'found': found,\n"
+            "                  'peak_mb': round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}))\n")
+    checks = {}
+    for which in ("backlog", "rewritten"):
+        out = subprocess.run([sys.executable, "-c", code, str(landing), str(checkpoint), which], cwd=HOME,
+                             capture_output=True, text=True, check=True)
+        checks[which] = json.loads(out.stdout.strip().splitlines()[-1])
+    return checks
+
+
 def land_new(landing: Path, tag: str) -> None:
     folder = landing / "dt=99999"
     folder.mkdir(parents=True, exist_ok=True)
@@ -141,6 +165,8 @@ def main() -> None:
     land_new(landing, "new")
     new = step("new", landing, checkpoints / "history", args.discovery, NEW_FILES)
     idle = step("idle", landing, checkpoints / "history", args.discovery, NEW_FILES)
+    checks = python_checks(landing, checkpoints / "history")
+    print(f"[discovery] the run's Python checks: {json.dumps(checks)}", file=sys.stderr, flush=True)
     land_new(fresh_landing, "new")
     fresh_new = step("fresh_new", fresh_landing, checkpoints / "fresh", args.discovery, NEW_FILES)
     fresh_idle = step("fresh_idle", fresh_landing, checkpoints / "fresh", args.discovery, NEW_FILES)
@@ -154,6 +180,7 @@ def main() -> None:
         "idle_ratio": round(idle["query_s"] / fresh_idle["query_s"], 3),
         "jvm_peak_mb_over_fresh": round(max(new["jvm_peak_mb"], idle["jvm_peak_mb"])
                                         - max(fresh_new["jvm_peak_mb"], fresh_idle["jvm_peak_mb"]), 1),
+        "python_checks": checks,
         "runs": {"history": history, "new": new, "idle": idle, "fresh_new": fresh_new, "fresh_idle": fresh_idle},
     }
     RESULTS.mkdir(parents=True, exist_ok=True)
