@@ -87,8 +87,9 @@ def child(landing: str, checkpoint: str, discovery: str, per_batch: int) -> None
 
 def _last_batch(checkpoint: str) -> int:
     """The checkpoint's last committed batch, -1 before the first."""
-    commits = Path(checkpoint, "commits")
-    return max((int(p.name) for p in commits.iterdir() if p.name.isdigit()), default=-1) if commits.is_dir() else -1
+    from sluice.storage.checkpoint import Checkpoint
+
+    return (Checkpoint(checkpoint).done() or [-1])[-1]
 
 
 def run(landing: Path, checkpoint: Path, discovery: str, per_batch: int) -> dict:

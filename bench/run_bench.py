@@ -61,6 +61,7 @@ from sluice.launch.host import stop_drivers
 from sluice.launch.submit import build_plan, spark_submit_command
 from sluice.settings import load_settings
 from sluice.spec import parse_spec
+from sluice.storage.delta_log import DeltaLog
 
 WORK = HOME / "var" / "bench"
 SCALE = float(os.environ.get("BENCH_SCALE", "1.0"))
@@ -264,10 +265,9 @@ def small_files(folder: Path, prefix: str, files: int, rows_per_file: int, first
 
 
 def table_version(table: Path) -> int:
-    """A local Delta table's latest version (-1: no table yet), from its log's file names."""
-    log_dir = table / "_delta_log"
-    versions = [int(p.name.split(".")[0]) for p in log_dir.glob("*.json")] if log_dir.is_dir() else []
-    return max(versions, default=-1)
+    """A Delta table's latest version (-1: no table yet), from its log's file names."""
+    log = DeltaLog.open(str(table))
+    return ((log.versions() if log else None) or [-1])[-1]
 
 
 def case_p3() -> dict:
