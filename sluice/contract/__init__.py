@@ -296,15 +296,19 @@ class RunSummary(Summary):
     """A file source with ``source.discovery: index``: what its discovery cost — ``files_indexed`` (every
     file the checkpoint's index holds), ``new_files`` (found by this run), ``listings`` and ``listing_ms``,
     ``list_requests`` (on a local disk the folders read; in a bucket the LIST requests S3A counted),
-    ``restore_ms`` (reading the index at the start) and ``restored_from_log`` (files read from the text
-    batch lists after the index's last snapshot)."""
+    ``restore_ms`` (reading the index at the start), ``restored_from_log`` (files read from the text
+    batch lists after the index's last snapshot) and ``batch_lists_read`` (file lists read back from the log
+    to plan a batch: a batch listed in the same run is planned from memory, and the batch a restart asks for
+    again is not read)."""
     catalog: dict[str, Any] | None = None
     """The pipeline's tables have names (``sink.table``): where they are registered (``uri``), the sink's
     ``table`` and ``action`` (``created``, ``unchanged``: nothing written, ``moved``: to a new folder), the
     ``quarantine`` table's when it exists; ``error`` when the catalog refused or did not answer (the data is
     committed: the next run registers)."""
     backlog_before: dict[str, Any] | None = None
-    """What waited for the pipeline when the run began (:mod:`sluice.operations.backlog`); a dry run's prediction."""
+    """What waited for the pipeline when the run began (:mod:`sluice.operations.backlog`); a dry run's prediction.
+    With ``source.discovery: index``, what the query's first listing found new (the same files: those its index
+    does not hold), and ``backlog_after`` one more listing against that index."""
     backlog_after: dict[str, Any] | None = None
     """What waited when it ended: what arrived during the run (a real run only)."""
     orphan_files: dict[str, Any] | None = None

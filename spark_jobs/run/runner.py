@@ -45,9 +45,12 @@ from spark_jobs.sinks.delta_table import (
 from spark_jobs.sinks.table import Target, output_mode, start_write, txn_app_id
 from spark_jobs.sources import archive, overwrites
 from spark_jobs.sources.files import (
+    backlog_after,
     discovery_report,
     explain_delta_failure,
+    indexed,
     read_stream,
+    source_backlog,
 )
 from spark_jobs.sources.inference import source_schema
 from spark_jobs.sources.kafka import explain_failure
@@ -102,18 +105,28 @@ def run_pipeline(spark: SparkSession, spec: PipelineSpec, settings: Settings, jo
             cleans = isinstance(spec.source, FileSource) and spec.source.clean_source is not None
             if cleans:
                 archive.check_folders(spec, settings)  # before anything runs: a bad archive_dir is an error
-            summary.backlog_before = _backlog(spec, settings)
+            # sluice's discovery measures the backlog with the query's own listings (the first one's new files,
+            # and one more against its index after the run); other sources are measured here, before and after
+            own = indexed(spec)
+            if not own:
+                summary.backlog_before = _backlog(spec, settings)
             _run_query(run)
+            if own:
+                summary.backlog_before = (source_backlog((summary.discovery or {}).pop("backlog_before", None))
+                                          or _backlog(spec, settings))  # no listing: the query did not start
             if cleans and not job.dry_run and summary.error is None:
                 _clean_source(run)
             if not job.dry_run:
-                summary.backlog_after = _backlog(spec, settings)
+                summary.backlog_after = ((backlog_after(spark, run.target.checkpoint) if own else None)
+                                         or _backlog(spec, settings))
         if not job.dry_run:
             _register_names(run)  # after the data is committed (a backfill's too)
 
     try:
         record.run(body, refusals=(guards.GuardRefused,))
     finally:
+        if indexed(spec):  # the source the JVM kept for the backlog after the run, when it was not asked
+            backlog_after(spark, run.target.checkpoint, measure=False)
         if scratch is not None:
             Storage(scratch).delete_dir()
     return record.close(RunFailed)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
@@ -13,7 +14,7 @@ from sluice.settings import Settings
 from sluice.spark_conf import option_text
 from sluice.spec import DeltaSource, FileSource, KafkaSource, PipelineSpec
 from sluice.storage.delta_log import DeltaLog
-from spark_jobs.driver.errors import BatchRejected
+from spark_jobs.driver.errors import BatchRejected, describe_error
 from spark_jobs.quality.records import (
     CORRUPT,
     METADATA,
@@ -119,6 +120,38 @@ def discovery_report(spark: SparkSession, spec: PipelineSpec, checkpoint: str) -
         return None
     text = spark._jvm.dev.sluice.files.IndexedFileSource.report(f"{checkpoint.rstrip('/')}/sources/0")
     return json.loads(text) if text else None
+
+
+def indexed(spec: PipelineSpec) -> bool:
+    """Whether the pipeline's files are found by sluice's discovery (``source.discovery: index``)."""
+    return isinstance(spec.source, FileSource) and spec.source.discovery == "index"
+
+
+def source_backlog(found: dict | None) -> dict | None:
+    """What a listing of ``source.discovery: index`` found new, as :mod:`sluice.operations.backlog` says a
+    backlog (``files``, ``bytes``, ``oldest_at``, ``measured_in_s``); None for no listing."""
+    if not found:
+        return None
+    oldest = found.get("oldest_ms")
+    return {"source": "files", "files": found["files"], "bytes": found["bytes"],
+            "oldest_at": datetime.fromtimestamp(oldest / 1000, UTC).isoformat(timespec="seconds") if oldest else None,
+            "measured_in_s": round(found.get("listing_ms", 0) / 1000, 3)}
+
+
+def backlog_after(spark: SparkSession, checkpoint: str, *, measure: bool = True) -> dict | None:
+    """The backlog a run of ``source.discovery: index`` leaves: one more listing by its source, against the
+    index it holds (not the log's text read again in Python); None when this JVM made no source of the
+    checkpoint. ``measure=False``: only drop the source the JVM kept for this."""
+    files = spark._jvm.dev.sluice.files.IndexedFileSource
+    folder = f"{checkpoint.rstrip('/')}/sources/0"
+    if not measure:
+        files.forget(folder)
+        return None
+    try:
+        text = files.backlogAfter(folder)
+    except Exception as err:  # noqa: BLE001 - a backlog is a report: the folder could not be listed
+        return {"source": "files", "error": describe_error(err)}
+    return source_backlog(json.loads(text)) if text else None
 
 
 def read_delta_stream(spark: SparkSession, spec: PipelineSpec, settings: Settings, *,

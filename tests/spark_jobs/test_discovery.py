@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+from datetime import UTC, datetime
 from pathlib import Path
 
 from sluice.contract import run_job
@@ -118,30 +119,59 @@ def test_an_index_ahead_of_the_offsets_gives_the_batch_it_listed(spark, lake):
     assert [b["sources"][0]["files"] for b in again["micro_batches"]] == [
         [f"file://{lake.lake_root}/landing/found/b.json"]]
     assert again["skipped_batches"] == [1]  # Delta had its transaction: the replay wrote nothing twice
-    assert ids(spark, spec, lake) == [1, 2]
+    assert again["discovery"]["batch_lists_read"] == 1  # that list, written by the run before
 
 
-def test_the_index_writes_sparks_compact_files_so_sparks_file_source_can_take_over(spark, lake):
-    # the log keeps the layout of Spark's file source: every compactInterval batches (here 3) a compact file
-    # holds every file so far, so its readers stay bounded and discovery: spark continues from it
-    spark.conf.set("spark.sql.streaming.fileSource.log.compactInterval", "3")
-    try:
-        for n in range(4):
-            land(lake, f"f{n}.json", [n])
-        indexed = run(spark, spec_of(max_files_per_trigger=1), lake)
-        assert indexed["batches"] == 4
-        folder = Path(spec_of().checkpoint_path(lake)) / "sources" / "0"
-        assert sorted(p.name for p in folder.iterdir() if not p.name.startswith(".")) == [
-            "0", "1", "2.compact", "3", "index"]
-        assert [json.loads(line)["batchId"] for line in (folder / "2.compact").read_text().splitlines()[1:]] == [0, 1, 2]
-        assert sorted(p.name for p in (folder / "index").iterdir() if not p.name.startswith(".")) == ["seen-2"]
-        assert len(source_log(spec_of().checkpoint_path(lake))) == 4
+def test_a_restart_after_a_compact_batch_reads_no_file_list(spark, lake):
+    # Spark asks the source again for the last committed batch at every restart and drops the answer: when that
+    # batch is a compaction batch, its files were read back from a compact file of every file ever found. They
+    # are read only when a batch is planned, and a batch listed in the same run is planned from memory.
+    spec = spec_of(max_files_per_trigger=1)
+    for n in range(10):
+        land(lake, f"f{n}.json", [n])
+    first = run(spark, spec, lake)
+    assert (first["batches"], first["discovery"]["batch_lists_read"]) == (10, 0)
+    folder = Path(spec.checkpoint_path(lake)) / "sources" / "0"
+    assert sorted(p.name for p in folder.glob("*.compact")) == ["9.compact"]  # the last committed batch
+    land(lake, "f10.json", [10])
+    second = run(spark, spec, lake)
+    assert (second["input_rows"], second["discovery"]["batch_lists_read"]) == (1, 0)
+    assert ids(spark, spec, lake) == list(range(11))
 
-        land(lake, "f4.json", [4])
-        land(lake, "f5.json", [5])
-        taken_over = run(spark, spec_of(max_files_per_trigger=1, discovery="spark"), lake)
-        assert (taken_over["input_rows"], "discovery" in taken_over) == (2, False)
-        assert ids(spark, spec_of(), lake) == [0, 1, 2, 3, 4, 5]  # each file once, across both sources
-        assert (folder / "5.compact").exists()  # Spark's file source compacted our log in turn
-    finally:
-        spark.conf.unset("spark.sql.streaming.fileSource.log.compactInterval")
+
+def test_the_backlog_before_and_after_is_the_sources_own_listing_and_what_sluice_backlog_says(spark, lake,
+                                                                                             monkeypatch):
+    # the backlog before is the query's first listing's new files; the one after, another listing against the
+    # index: files that landed while the query ran, equal to what `sluice backlog` (Python, the log's text) says
+    from sluice.operations.backlog import measure
+    from spark_jobs.run import runner
+
+    spec = make_spec({"name": "found", "sink": {"path": "bronze/found"}, "source": {
+        "format": "json", "path": "landing/found", "schema": SCHEMA, "options": {"pathGlobFilter": "*.json"}}})
+    taken = [land(lake, f"f{n}.json", [n], age_days=3 - n) for n in range(3)]
+    land(lake, "_tmp/hidden.json", [100])  # not input, in neither backlog
+    land(lake, "notes.txt", [101])
+    late: list[Path] = []
+    query = runner._run_query
+
+    def then_more_land(run):  # files that land after the query's listing, while the run is still on
+        query(run)
+        late.extend(land(lake, f"late{n}.json", [10 + n], age_days=5 - n) for n in range(2))
+        land(lake, "_tmp/hidden2.json", [102])
+
+    monkeypatch.setattr(runner, "_run_query", then_more_land)
+    first = run(spark, spec, lake)
+    assert (first["batches"], first["input_rows"]) == (1, 3)
+    assert {k: first["backlog_before"][k] for k in ("source", "files", "bytes", "oldest_at")} == {
+        "source": "files", "files": 3, "bytes": sum(p.stat().st_size for p in taken), "oldest_at": iso(taken[0])}
+    python = measure(spec, lake)
+    assert {k: first["backlog_after"][k] for k in ("source", "files", "bytes", "oldest_at")} == {
+        k: python[k] for k in ("source", "files", "bytes", "oldest_at")} == {
+        "source": "files", "files": 2, "bytes": sum(p.stat().st_size for p in late), "oldest_at": iso(late[0])}
+    monkeypatch.undo()
+    second = run(spark, spec, lake)
+    assert (second["input_rows"], second["backlog_before"]["files"], second["backlog_after"]["files"]) == (2, 2, 0)
+
+
+def iso(path: Path) -> str:
+    return datetime.fromtimestamp(int(path.stat().st_mtime), UTC).isoformat()

@@ -69,6 +69,14 @@ final class DiscoveryIndex {
   private long snapshotBatch = -1;
   private long latest = -1;
   private int restoredFromLog;
+  /** The file lists this run wrote, by batch: the batch a query plans next is the one it just added. */
+  private final Map<Long, List<FileEntry>> recent = new java.util.LinkedHashMap<>() {
+    @Override
+    protected boolean removeEldestEntry(Map.Entry<Long, List<FileEntry>> eldest) {
+      return size() > 2;
+    }
+  };
+  private int listsRead;
 
   private int compactInterval;
   private long latestCompact = -1;
@@ -93,6 +101,11 @@ final class DiscoveryIndex {
 
   int size() {
     return hi.length + added.size();
+  }
+
+  /** How many log files (batch lists, compact files) were read for batches' files, at the start included. */
+  int listsRead() {
+    return listsRead;
   }
 
   boolean contains(String key) {
@@ -166,6 +179,7 @@ final class DiscoveryIndex {
     if (compact) {
       latestCompact = batch;
     }
+    recent.put(batch, List.copyOf(batchFiles));
     for (FileEntry e : batchFiles) {
       added.put(Digest.of(e.key()), e.mtime);
     }
@@ -205,6 +219,13 @@ final class DiscoveryIndex {
     List<FileEntry> out = new ArrayList<>();
     Map<Long, Path> compacts = null;
     for (long b = from; b <= to; b++) {
+      List<FileEntry> known = recent.get(b);
+      if (known != null) {
+        for (FileEntry e : known) {
+          out.add(new FileEntry(e.path, e.key(), e.mtime, e.size, b));
+        }
+        continue;
+      }
       Path p = new Path(folder, Long.toString(b));
       if (files.exists(p)) {
         out.addAll(read(p, -1));
@@ -248,6 +269,7 @@ final class DiscoveryIndex {
 
   /** A log file's entries; {@code onlyBatch} >= 0 keeps that batch's (a compact file holds many). */
   private List<FileEntry> read(Path p, long onlyBatch) throws IOException {
+    listsRead++;
     List<FileEntry> out = new ArrayList<>();
     try (BufferedReader r = new BufferedReader(new InputStreamReader(files.open(p), StandardCharsets.UTF_8))) {
       String version = r.readLine();

@@ -37,6 +37,8 @@ import scala.Option;
 public final class IndexedFileSource implements Source, SupportsTriggerAvailableNow {
   private static final ObjectMapper JSON = new ObjectMapper();
   private static final Map<String, String> REPORTS = new ConcurrentHashMap<>();
+  /** The latest source of each checkpoint in this JVM, until its run asks for its backlog or forgets it. */
+  private static final Map<String, IndexedFileSource> LATEST = new ConcurrentHashMap<>();
 
   private final SparkSession spark;
   private final String metadataPath;
@@ -48,6 +50,9 @@ public final class IndexedFileSource implements Source, SupportsTriggerAvailable
   private long listMs;
   private long listings;
   private long found;
+  private final int listsReadAtStart;
+  /** What the first listing found new: the backlog when the run started. */
+  private ObjectNode backlogBefore;
 
   IndexedFileSource(SparkSession spark, String metadataPath, Layout layout) {
     this.spark = spark;
@@ -62,7 +67,48 @@ public final class IndexedFileSource implements Source, SupportsTriggerAvailable
       throw new UncheckedIOException("sluice's discovery index in " + metadataPath + " cannot be read: " + e, e);
     }
     this.restoreMs = (System.nanoTime() - start) / 1_000_000;
+    this.listsReadAtStart = index.listsRead();
     report();
+    LATEST.put(DiscoveryIndex.key(metadataPath), this);
+  }
+
+  /**
+   * The backlog the run that made the source of this checkpoint folder ({@code .../sources/0}) leaves: one
+   * more listing against its index ({"files", "bytes", "oldest_ms", "listing_ms"}), or null when no source of
+   * it was made in this JVM. The source is forgotten.
+   */
+  public static String backlogAfter(String metadataPath) {
+    IndexedFileSource source = LATEST.remove(DiscoveryIndex.key(metadataPath));
+    if (source == null) {
+      return null;
+    }
+    synchronized (source) {
+      long start = System.nanoTime();
+      ObjectNode b = backlog(source.listNew());
+      b.put("listing_ms", (System.nanoTime() - start) / 1_000_000);
+      return b.toString();
+    }
+  }
+
+  /** Drops what {@link #backlogAfter} would have used (a dry run's source, a failed run's). */
+  public static void forget(String metadataPath) {
+    LATEST.remove(DiscoveryIndex.key(metadataPath));
+  }
+
+  private static ObjectNode backlog(List<FileEntry> files) {
+    long bytes = 0;
+    long oldest = Long.MAX_VALUE;
+    for (FileEntry f : files) {
+      bytes += Math.max(0, f.size);
+      oldest = Math.min(oldest, f.mtime);
+    }
+    ObjectNode b = JSON.createObjectNode();
+    b.put("files", files.size());
+    b.put("bytes", bytes);
+    if (!files.isEmpty()) {
+      b.put("oldest_ms", oldest);
+    }
+    return b;
   }
 
   /** What the source of the query with this checkpoint folder ({@code .../sources/0}) did: JSON, or null. */
@@ -124,7 +170,12 @@ public final class IndexedFileSource implements Source, SupportsTriggerAvailable
   private List<FileEntry> listNew() {
     long start = System.nanoTime();
     try {
-      return lister.list(key -> !index.contains(key));
+      List<FileEntry> found = lister.list(key -> !index.contains(key));
+      if (backlogBefore == null) {
+        backlogBefore = backlog(found);
+        backlogBefore.put("listing_ms", (System.nanoTime() - start) / 1_000_000);
+      }
+      return found;
     } catch (IOException e) {
       throw new UncheckedIOException("cannot list the source folder " + layout.path + ": " + e, e);
     } finally {
@@ -137,14 +188,21 @@ public final class IndexedFileSource implements Source, SupportsTriggerAvailable
   public Dataset<Row> getBatch(Option<Offset> start, Offset end) {
     long from = start.isDefined() ? FileStreamSourceOffset.apply(start.get()).logOffset() + 1 : 0;
     long to = FileStreamSourceOffset.apply(end).logOffset();
-    List<FileEntry> files;
-    try {
-      files = index.batches(from, to);
-    } catch (IOException e) {
-      throw new UncheckedIOException("sluice's discovery index in " + metadataPath + " cannot be read: " + e, e);
-    }
+    // read when the batch is planned: the batch Spark asks for again at a restart, and drops, costs nothing
+    java.util.function.Supplier<List<FileEntry>> files = () -> {
+      synchronized (this) {
+        try {
+          return index.batches(from, to);
+        } catch (IOException e) {
+          throw new UncheckedIOException("sluice's discovery index in " + metadataPath + " cannot be read: " + e, e);
+        } finally {
+          report();
+        }
+      }
+    };
     return org.apache.spark.sql.classic.Dataset.ofRows(spark,
-        LogicalRelation$.MODULE$.apply(layout.relation(spark, files), true));
+        LogicalRelation$.MODULE$.apply(layout.relation(spark, files, layout.path + " batches " + from + "-" + to),
+            true));
   }
 
   @Override
@@ -165,6 +223,10 @@ public final class IndexedFileSource implements Source, SupportsTriggerAvailable
     r.put("listings", listings);
     r.put("listing_ms", listMs);
     r.put("list_requests", lister.listRequests);
+    r.put("batch_lists_read", index.listsRead() - listsReadAtStart);
+    if (backlogBefore != null) {
+      r.set("backlog_before", backlogBefore);
+    }
     REPORTS.put(DiscoveryIndex.key(metadataPath), r.toString());
   }
 }

@@ -36,9 +36,12 @@ final class Layout {
   final scala.collection.immutable.Seq<String> partitionColumns;
   final int maxFiles;
   final String pathGlobFilter;
+  /** Whether a file was there when the stream was analysed: its partition columns are then the stream's. */
+  private final boolean sampled;
+  private FileFormat fileFormat;
 
   private Layout(String path, String format, Map<String, String> inner, StructType schema, List<String> partitions,
-      int maxFiles, String pathGlobFilter) {
+      int maxFiles, String pathGlobFilter, boolean sampled) {
     this.path = path;
     this.format = format;
     this.innerOptions = toScala(inner);
@@ -46,6 +49,7 @@ final class Layout {
     this.partitionColumns = CollectionConverters.asScala(partitions).toList();
     this.maxFiles = maxFiles;
     this.pathGlobFilter = pathGlobFilter;
+    this.sampled = sampled;
   }
 
   static Layout of(SparkSession spark, Option<StructType> userSchema,
@@ -113,7 +117,7 @@ final class Layout {
         partitions.add(name);
       }
     }
-    return new Layout(path, format, inner, schema, partitions, maxFiles, filter);
+    return new Layout(path, format, inner, schema, partitions, maxFiles, filter, sample != null);
   }
 
   /** A batch relation of exactly these files (paths as Spark's log writes them). */
@@ -131,9 +135,31 @@ final class Layout {
 
   /**
    * A batch's relation, as Spark's file source makes it, but over the statuses the listing found: files whose
-   * size the index knows are not looked at again (a file read from a log of Spark's file source is).
+   * size the index knows are not looked at again (a file read from a log of Spark's file source is). The
+   * files are asked for when a plan first needs them ({@link LazyFileIndex}), when the stream's partition
+   * columns are known; else at once, to find them.
    */
-  BaseRelation relation(SparkSession spark, List<FileEntry> files) {
+  BaseRelation relation(SparkSession spark, java.util.function.Supplier<List<FileEntry>> files, String describe) {
+    scala.collection.immutable.Map<String, String> options = caseInsensitive();
+    if (!sampled) {
+      InMemoryFileIndex index = fileIndex(spark, files.get(), options);
+      return relation(spark, index, index.partitionSchema(), options);
+    }
+    StructType partitionSchema = new StructType();
+    for (String name : CollectionConverters.asJava(partitionColumns)) {
+      partitionSchema = partitionSchema.add(schema.apply(name));
+    }
+    partitionSchema = partitionSchema.asNullable();
+    return relation(spark, new LazyFileIndex(() -> fileIndex(spark, files.get(), options), partitionSchema, describe),
+        partitionSchema, options);
+  }
+
+  private scala.collection.immutable.Map<String, String> caseInsensitive() {
+    return org.apache.spark.sql.catalyst.util.CaseInsensitiveMap$.MODULE$.apply(innerOptions);
+  }
+
+  private InMemoryFileIndex fileIndex(SparkSession spark, List<FileEntry> files,
+      scala.collection.immutable.Map<String, String> options) {
     KnownFiles known = new KnownFiles();
     List<org.apache.hadoop.fs.Path> paths = new ArrayList<>(files.size());
     for (FileEntry e : files) {
@@ -143,11 +169,12 @@ final class Layout {
         known.add(p, e.size, e.mtime);
       }
     }
-    scala.collection.immutable.Map<String, String> options =
-        org.apache.spark.sql.catalyst.util.CaseInsensitiveMap$.MODULE$.apply(innerOptions);
-    InMemoryFileIndex index = new InMemoryFileIndex(spark, CollectionConverters.asScala(paths).toList(), options,
-        Option.apply(schema), known, Option.empty(), Option.empty());
-    StructType partitionSchema = index.partitionSchema();
+    return new InMemoryFileIndex(spark, CollectionConverters.asScala(paths).toList(), options, Option.apply(schema),
+        known, Option.empty(), Option.empty());
+  }
+
+  private BaseRelation relation(SparkSession spark, org.apache.spark.sql.execution.datasources.FileIndex index,
+      StructType partitionSchema, scala.collection.immutable.Map<String, String> options) {
     Set<String> partitionNames = new java.util.HashSet<>();
     for (String name : partitionSchema.fieldNames()) {
       partitionNames.add(name.toLowerCase(Locale.ROOT));
@@ -158,9 +185,11 @@ final class Layout {
         dataSchema = dataSchema.add(f);
       }
     }
-    FileFormat fileFormat = (FileFormat) new DataSource(spark, format, CollectionConverters.asScala(List.<String>of()).toList(),
-        Option.empty(), CollectionConverters.asScala(List.<String>of()).toList(), Option.empty(), options,
-        Option.empty(), Option.empty()).providingInstance();
+    if (fileFormat == null) {
+      fileFormat = (FileFormat) new DataSource(spark, format, CollectionConverters.asScala(List.<String>of()).toList(),
+          Option.empty(), CollectionConverters.asScala(List.<String>of()).toList(), Option.empty(), options,
+          Option.empty(), Option.empty()).providingInstance();
+    }
     return new HadoopFsRelation(index, partitionSchema, dataSchema.asNullable(), Option.empty(), fileFormat, options,
         spark);
   }
