@@ -402,7 +402,11 @@ def _check_overwrites(run: Run, target: Target, committed: set[int]) -> bool:
     # are now: a file of it rewritten since is not an overwrite (its new content is what the replay writes)
     pending = Checkpoint(checkpoint).pending_batch()
     rereading = pending if pending is not None and pending not in committed else None
-    rewritten = overwrites.find_rewritten(source_root, checkpoint, rereading=rereading)
+    if indexed(spec):
+        rewritten = overwrites.find_rewritten_indexed(run.spark, source_root, checkpoint, spec.source.options,
+                                                      rereading=rereading)
+    else:
+        rewritten = overwrites.find_rewritten(source_root, checkpoint, rereading=rereading)
     summary.overwritten_files = overwrites.report(rewritten, action)
     if rewritten and action == "fail":
         raise OverwrittenFiles(overwrites.fail_message(rewritten))

@@ -30,6 +30,7 @@ the companion's log) exists: the same version is never copied, or ingested, twic
 
 from __future__ import annotations
 
+import json
 import os
 import posixpath
 import re
@@ -143,6 +144,30 @@ def find_rewritten(source_root: str, checkpoint: str, rereading: int | None = No
             continue
         found.append(Rewritten(path, entry["timestamp"], mtime, size))
     return sorted(found, key=lambda r: r.path)
+
+
+def find_rewritten_indexed(spark, source_root: str, checkpoint: str, options: dict, *,
+                           rereading: int | None = None) -> list[Rewritten]:
+    """:func:`find_rewritten` for ``source.discovery: index``: one listing of the source path with the files'
+    statuses, against the times the index recorded (jvm/files ``Rewrites``), without the log's text parsed:
+    the files under the source path (a file the index found that is no longer there is not a rewrite)."""
+    glob_filter = next((str(v) for k, v in options.items() if k.lower() == "pathglobfilter"), None)
+    text = spark._jvm.dev.sluice.files.Rewrites.find(
+        spark._jsparkSession, f"{checkpoint.rstrip('/')}/sources/0", source_root, glob_filter,
+        not is_local_uri(source_root))
+    found = json.loads(text)
+    if not found:
+        return []
+    again = {file_key(path) for uri in (Checkpoint(checkpoint).files_of_batch(rereading) or [])
+             if (path := source_file(uri)) is not None} if rereading is not None else set()
+    known = ingested_versions(source_root, checkpoint)
+    rewritten = []
+    for r in found:
+        path = source_file(r["path"])
+        if path is None or file_key(path) in again or (r["mtime_ms"], r["size"]) in known.get(file_key(path), ()):
+            continue
+        rewritten.append(Rewritten(path, r["ingested_ms"], r["mtime_ms"], r["size"]))
+    return sorted(rewritten, key=lambda r: r.path)
 
 
 def _relative(path: str, root: str) -> str:

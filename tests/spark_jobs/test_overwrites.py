@@ -15,6 +15,7 @@ from spark_jobs.run.runner import RunFailed, run_pipeline
 from spark_jobs.sources.overwrites import (
     companion_checkpoint,
     find_rewritten,
+    find_rewritten_indexed,
     local_file,
     source_log,
     staging_folder,
@@ -172,6 +173,35 @@ def test_the_source_log_is_read_across_compactions(spark, lake):
     assert len(source_log(checkpoint)) == 12
     rewritten = land(lake, "f03.json", [(3, "y")], later_by_s=5)
     assert [r.path for r in find_rewritten(spec.source_path(lake), checkpoint)] == [str(rewritten)]
+
+
+def test_with_the_discovery_index_the_check_reads_its_times_and_finds_what_the_logs_text_finds(spark, lake):
+    # source.discovery: index checks against the times in its snapshot (jvm/files Rewrites), not the log's text:
+    # the same files as the log's reading, across a compaction, a deletion and a rewrite within the second
+    spec = spec_of(source={"format": "json", "path": "landing/items", "schema": SCHEMA, "max_files_per_trigger": 1})
+    landed = [land(lake, f"f{n:02d}.json", [(n, "x")]) for n in range(12)]
+    assert run(spark, spec, lake)["batches"] == 12
+    checkpoint = spec.checkpoint_path(lake)
+    assert sorted(p.name for p in (Path(checkpoint) / "sources" / "0").glob("*.compact")) == ["9.compact"]
+    assert find_rewritten_indexed(spark, spec.source_path(lake), checkpoint, {}) == []
+    ingested = [p.stat().st_mtime_ns // 1_000_000 for p in landed]
+    land(lake, "f03.json", [(3, "y")], later_by_s=5)  # in the compact file's batches
+    land(lake, "f11.json", [(11, "y")], later_by_s=5)  # in a batch list after it
+    stat = landed[7].stat()  # a millisecond later: a rewrite on a local disk
+    os.utime(landed[7], ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
+    landed[5].unlink()  # gone: not a rewrite
+    land(lake, "new.json", [(99, "n")])  # not found before: new input, not a rewrite
+    python = find_rewritten(spec.source_path(lake), checkpoint)
+    indexed = find_rewritten_indexed(spark, spec.source_path(lake), checkpoint, {})
+    assert indexed == python and [r.path for r in indexed] == [str(landed[n]) for n in (3, 7, 11)]
+    assert [(r.ingested_mtime_ms, r.mtime_ms, r.size) for r in indexed] == [
+        (ingested[n], landed[n].stat().st_mtime_ns // 1_000_000, landed[n].stat().st_size) for n in (3, 7, 11)]
+    assert indexed[1].mtime_ms - indexed[1].ingested_mtime_ms == 1
+    # pathGlobFilter: what the source does not take is not checked either; a batch read again is not a rewrite
+    assert find_rewritten_indexed(spark, spec.source_path(lake), checkpoint, {"pathGlobFilter": "f0*"}) == \
+        [r for r in python if Path(r.path).name.startswith("f0")]
+    assert [r.path for r in find_rewritten_indexed(spark, spec.source_path(lake), checkpoint, {}, rereading=11)] \
+        == [str(landed[n]) for n in (3, 7)]
 
 
 def test_reingest_needs_a_stateless_transform():

@@ -81,7 +81,21 @@ final class DiscoveryIndex {
   private int compactInterval;
   private long latestCompact = -1;
 
+  /** Nothing is written: a log of Spark's file source is read without a snapshot made of it. */
+  private final boolean readOnly;
+
   DiscoveryIndex(String metadataPath, Configuration conf, int compactInterval) throws IOException {
+    this(metadataPath, conf, compactInterval, false);
+  }
+
+  /** The index as it is, to be read, never written (a check, a dry run's). */
+  static DiscoveryIndex readOnly(String metadataPath, Configuration conf, int compactInterval) throws IOException {
+    return new DiscoveryIndex(metadataPath, conf, compactInterval, true);
+  }
+
+  private DiscoveryIndex(String metadataPath, Configuration conf, int compactInterval, boolean readOnly)
+      throws IOException {
+    this.readOnly = readOnly;
     this.compactInterval = compactInterval;
     this.folder = new Path(metadataPath);
     this.fs = folder.getFileSystem(conf);
@@ -116,6 +130,17 @@ final class DiscoveryIndex {
     return find(d.hi, d.lo) >= 0;
   }
 
+  /** The modification time the file had when it was found (ms), or null: not found before. */
+  Long mtimeOf(String key) {
+    Digest d = Digest.of(key);
+    Long m = added.get(d);
+    if (m != null) {
+      return m;
+    }
+    int i = find(d.hi, d.lo);
+    return i >= 0 ? mt[i] : null;
+  }
+
   private int find(long h, long l) {
     int low = 0;
     int high = hi.length - 1;
@@ -143,6 +168,9 @@ final class DiscoveryIndex {
    * at all before this returns; a snapshot follows each compact file.
    */
   long add(List<FileEntry> batchFiles) throws IOException {
+    if (readOnly) {
+      throw new IllegalStateException("the discovery index in " + folder + " was opened to be read only");
+    }
     long batch = latest + 1;
     if (batch == 0) {
       files.mkdirs(folder);
@@ -346,7 +374,7 @@ final class DiscoveryIndex {
     for (FileEntry e : tail) {
       added.put(Digest.of(e.key()), e.mtime);
     }
-    if (latest >= 0 && (migrated || tail.size() >= SNAPSHOT_FILES)) {
+    if (!readOnly && latest >= 0 && (migrated || tail.size() >= SNAPSHOT_FILES)) {
       snapshot(); // the log's text is read this once
     }
   }

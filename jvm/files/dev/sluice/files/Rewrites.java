@@ -1,0 +1,51 @@
+package dev.sluice.files;
+
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ArrayNode;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import java.io.IOException;
+import org.apache.hadoop.conf.Configuration;
+import org.apache.spark.sql.classic.SparkSession;
+
+/**
+ * The landing files whose modification time is no longer the one the discovery index recorded when it found
+ * them (rewritten in place after they were ingested: {@code source.on_overwrite}).
+ *
+ * <p>One listing of the source path with every file's status (a {@code stat} each on a local disk; in a bucket
+ * the listing carries them) against the index's times, read from its snapshot: the log's text is not parsed.
+ * A file the listing does not find (deleted, archived by {@code clean_source}) is not a rewrite. Nothing is
+ * written: the index is read as it is.
+ */
+public final class Rewrites {
+  private static final ObjectMapper JSON = new ObjectMapper();
+
+  private Rewrites() {}
+
+  /**
+   * {@code [{"path", "ingested_ms", "mtime_ms", "size"}]}: the files under {@code sourcePath} whose time
+   * differs from the index's for the checkpoint folder {@code metadataPath} ({@code .../sources/0}), to the
+   * millisecond, or to the second when {@code toTheSecond} (an object store's Last-Modified).
+   */
+  public static String find(SparkSession spark, String metadataPath, String sourcePath, String pathGlobFilter,
+      boolean toTheSecond) throws IOException {
+    Configuration conf = spark.sessionState().newHadoopConf();
+    DiscoveryIndex index = DiscoveryIndex.readOnly(metadataPath, conf,
+        spark.sessionState().conf().fileSourceLogCompactInterval());
+    ArrayNode out = JSON.createArrayNode();
+    if (index.size() == 0) {
+      return out.toString();
+    }
+    for (FileEntry f : new Lister(sourcePath, conf, pathGlobFilter).list(key -> true)) {
+      Long ingested = index.mtimeOf(f.key());
+      if (ingested == null || (toTheSecond ? ingested / 1000 == f.mtime / 1000 : ingested == f.mtime)) {
+        continue;
+      }
+      ObjectNode r = out.addObject();
+      r.put("path", f.path);
+      r.put("ingested_ms", ingested);
+      r.put("mtime_ms", f.mtime);
+      r.put("size", f.size);
+    }
+    return out.toString();
+  }
+}
