@@ -478,13 +478,16 @@ final class DiscoveryIndex {
       this.lo = lo;
     }
 
-    static Digest of(String key) {
-      byte[] b;
+    private static final ThreadLocal<MessageDigest> MD5 = ThreadLocal.withInitial(() -> {
       try {
-        b = MessageDigest.getInstance("MD5").digest(key.getBytes(StandardCharsets.UTF_8));
+        return MessageDigest.getInstance("MD5");
       } catch (NoSuchAlgorithmException e) {
         throw new IllegalStateException(e);
       }
+    });
+
+    static Digest of(String key) {
+      byte[] b = MD5.get().digest(key.getBytes(StandardCharsets.UTF_8)); // digest() resets it for the next
       long h = 0;
       long l = 0;
       for (int i = 0; i < 8; i++) {

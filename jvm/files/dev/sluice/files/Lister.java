@@ -203,6 +203,72 @@ final class Lister {
     }
   }
 
+  /**
+   * The files whose time differs from the one {@code recorded} gives for their key (null: a file not recorded,
+   * left out), to the millisecond or {@code toTheSecond}. On a local disk without a glob, a walk that makes a
+   * file's name into a URL only when it differs; elsewhere, the listing of every file.
+   */
+  List<FileEntry> changed(java.util.function.Function<String, Long> recorded, boolean toTheSecond)
+      throws IOException {
+    List<FileEntry> out = new ArrayList<>();
+    boolean local = "file".equals(fs.getUri().getScheme());
+    if (local && !glob) {
+      walkChanged(java.nio.file.Paths.get(pattern.toUri()), recorded, toTheSecond, out);
+      return out;
+    }
+    for (FileEntry f : list(key -> true)) {
+      Long m = recorded.apply(f.key());
+      if (m != null && !sameTime(m, f.mtime, toTheSecond)) {
+        out.add(f);
+      }
+    }
+    return out;
+  }
+
+  private static boolean sameTime(long a, long b, boolean toTheSecond) {
+    return toTheSecond ? a / 1000 == b / 1000 : a == b;
+  }
+
+  private void walkChanged(java.nio.file.Path dir, java.util.function.Function<String, Long> recorded,
+      boolean toTheSecond, List<FileEntry> out) throws IOException {
+    List<java.nio.file.Path> folders = new ArrayList<>();
+    try (DirectoryStream<java.nio.file.Path> names = Files.newDirectoryStream(dir)) {
+      for (java.nio.file.Path p : names) {
+        if (HadoopFSUtils.shouldFilterOutPathName(p.getFileName().toString())) {
+          continue;
+        }
+        BasicFileAttributes a;
+        try {
+          a = Files.readAttributes(p, BasicFileAttributes.class);
+        } catch (NoSuchFileException gone) {
+          continue;
+        }
+        if (a.isDirectory()) {
+          folders.add(p);
+          continue;
+        }
+        if (!a.isRegularFile()) {
+          continue;
+        }
+        String key = "file://" + p.toAbsolutePath();
+        Long m = recorded.apply(key);
+        long mtime = a.lastModifiedTime().toMillis();
+        if (m == null || sameTime(m, mtime, toTheSecond)) {
+          continue;
+        }
+        Path hp = new Path(p.toUri());
+        if (nameFilter == null || nameFilter.accept(hp)) {
+          out.add(new FileEntry(SparkPath.fromPath(hp).urlEncoded(), key, mtime, a.size(), -1));
+        }
+      }
+    } catch (NoSuchFileException gone) {
+      return;
+    }
+    for (java.nio.file.Path folder : folders) {
+      walkChanged(folder, recorded, toTheSecond, out);
+    }
+  }
+
   private void listRemote(Path root, Predicate<String> isNew, List<FileEntry> out) throws IOException {
     RemoteIterator<LocatedFileStatus> it = fs.listFiles(root, true);
     int depth = root.depth();

@@ -35,14 +35,10 @@ public final class Rewrites {
     if (index.size() == 0) {
       return out.toString();
     }
-    for (FileEntry f : new Lister(sourcePath, conf, pathGlobFilter).list(key -> true)) {
-      Long ingested = index.mtimeOf(f.key());
-      if (ingested == null || (toTheSecond ? ingested / 1000 == f.mtime / 1000 : ingested == f.mtime)) {
-        continue;
-      }
+    for (FileEntry f : new Lister(sourcePath, conf, pathGlobFilter).changed(index::mtimeOf, toTheSecond)) {
       ObjectNode r = out.addObject();
       r.put("path", f.path);
-      r.put("ingested_ms", ingested);
+      r.put("ingested_ms", index.mtimeOf(f.key()));
       r.put("mtime_ms", f.mtime);
       r.put("size", f.size);
     }
