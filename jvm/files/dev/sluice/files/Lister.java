@@ -166,7 +166,18 @@ final class Lister {
     return null;
   }
 
+  /** What a walk keeps of a regular file it looked at: an entry, or null. */
+  private interface Take {
+    FileEntry take(java.nio.file.Path p, String key, BasicFileAttributes a);
+  }
+
   private void walk(java.nio.file.Path dir, Predicate<String> isNew, List<FileEntry> out) throws IOException {
+    walk(dir, isNew, (p, key, a) -> entry(p, key, a.lastModifiedTime().toMillis(), a.size()), out);
+  }
+
+  /** A local folder's tree, each name {@code look} calls worth it looked at ({@code stat}), every level. */
+  private void walk(java.nio.file.Path dir, Predicate<String> look, Take take, List<FileEntry> out)
+      throws IOException {
     listRequests++;
     List<java.nio.file.Path> folders = new ArrayList<>();
     try (DirectoryStream<java.nio.file.Path> names = Files.newDirectoryStream(dir)) {
@@ -176,7 +187,7 @@ final class Lister {
           continue;
         }
         String key = "file://" + p.toAbsolutePath();
-        if (!isNew.test(key)) {
+        if (!look.test(key)) {
           continue; // a file discovered before: no stat
         }
         BasicFileAttributes a;
@@ -188,10 +199,9 @@ final class Lister {
         if (a.isDirectory()) {
           folders.add(p);
         } else if (a.isRegularFile()) {
-          Path hp = new Path(p.toUri());
-          if (nameFilter == null || nameFilter.accept(hp)) {
-            out.add(new FileEntry(SparkPath.fromPath(hp).urlEncoded(), key, a.lastModifiedTime().toMillis(), a.size(),
-                -1));
+          FileEntry e = take.take(p, key, a);
+          if (e != null) {
+            out.add(e);
           }
         }
       }
@@ -199,8 +209,15 @@ final class Lister {
       return;
     }
     for (java.nio.file.Path folder : folders) {
-      walk(folder, isNew, out);
+      walk(folder, look, take, out);
     }
+  }
+
+  /** The entry of a local file that passes {@code pathGlobFilter}, or null. */
+  private FileEntry entry(java.nio.file.Path p, String key, long mtime, long size) {
+    Path hp = new Path(p.toUri());
+    return nameFilter == null || nameFilter.accept(hp)
+        ? new FileEntry(SparkPath.fromPath(hp).urlEncoded(), key, mtime, size, -1) : null;
   }
 
   /**
@@ -213,7 +230,11 @@ final class Lister {
     List<FileEntry> out = new ArrayList<>();
     boolean local = "file".equals(fs.getUri().getScheme());
     if (local && !glob) {
-      walkChanged(java.nio.file.Paths.get(pattern.toUri()), recorded, toTheSecond, out);
+      walk(java.nio.file.Paths.get(pattern.toUri()), key -> true, (p, key, a) -> {
+        Long m = recorded.apply(key);
+        long mtime = a.lastModifiedTime().toMillis();
+        return m == null || sameTime(m, mtime, toTheSecond) ? null : entry(p, key, mtime, a.size());
+      }, out);
       return out;
     }
     for (FileEntry f : list(key -> true)) {
@@ -227,46 +248,6 @@ final class Lister {
 
   private static boolean sameTime(long a, long b, boolean toTheSecond) {
     return toTheSecond ? a / 1000 == b / 1000 : a == b;
-  }
-
-  private void walkChanged(java.nio.file.Path dir, java.util.function.Function<String, Long> recorded,
-      boolean toTheSecond, List<FileEntry> out) throws IOException {
-    List<java.nio.file.Path> folders = new ArrayList<>();
-    try (DirectoryStream<java.nio.file.Path> names = Files.newDirectoryStream(dir)) {
-      for (java.nio.file.Path p : names) {
-        if (HadoopFSUtils.shouldFilterOutPathName(p.getFileName().toString())) {
-          continue;
-        }
-        BasicFileAttributes a;
-        try {
-          a = Files.readAttributes(p, BasicFileAttributes.class);
-        } catch (NoSuchFileException gone) {
-          continue;
-        }
-        if (a.isDirectory()) {
-          folders.add(p);
-          continue;
-        }
-        if (!a.isRegularFile()) {
-          continue;
-        }
-        String key = "file://" + p.toAbsolutePath();
-        Long m = recorded.apply(key);
-        long mtime = a.lastModifiedTime().toMillis();
-        if (m == null || sameTime(m, mtime, toTheSecond)) {
-          continue;
-        }
-        Path hp = new Path(p.toUri());
-        if (nameFilter == null || nameFilter.accept(hp)) {
-          out.add(new FileEntry(SparkPath.fromPath(hp).urlEncoded(), key, mtime, a.size(), -1));
-        }
-      }
-    } catch (NoSuchFileException gone) {
-      return;
-    }
-    for (java.nio.file.Path folder : folders) {
-      walkChanged(folder, recorded, toTheSecond, out);
-    }
   }
 
   private void listRemote(Path root, Predicate<String> isNew, List<FileEntry> out) throws IOException {
