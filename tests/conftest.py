@@ -18,6 +18,11 @@ atexit.register(shutil.rmtree, _AIRFLOW_HOME, ignore_errors=True)
 os.environ["AIRFLOW_HOME"] = str(_AIRFLOW_HOME)
 os.environ["SLUICE_AIRFLOW_HOME"] = str(_AIRFLOW_HOME)
 os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
+# A test process's Airflow CLI runs share its DB, and several tests' DAGs have the same ids (sluice_maintenance,
+# sluice_freshness, a pipeline called orders) over other pipelines: a parse must store what it found even when
+# another test stored that DAG id seconds before (Airflow skips the write within this interval, 30 s by default,
+# and a `tasks test` then reads the other test's DAG: "Task maintain_orders not found").
+os.environ["AIRFLOW__CORE__MIN_SERIALIZED_DAG_UPDATE_INTERVAL"] = "0"
 os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
 # Every driver the tests start (spark-submit from the CLI, Airflow tasks, the chaos harness) runs a few rows and
 # exits: the JIT's first tier only takes ~25% off each (sluice.settings, SLUICE_DRIVER_JIT). The session's own

@@ -35,7 +35,7 @@ from spark_jobs.driver.errors import describe_error
 from spark_jobs.driver.job import JobFailed, JobRecord
 from spark_jobs.driver.progress import ProgressCollector
 from spark_jobs.quality.quarantine import quarantine_pending
-from spark_jobs.run import clean_source
+from spark_jobs.run import backlog, clean_source
 from spark_jobs.run.report import COUNTS, Ran, ran_batches, totals
 from spark_jobs.sinks import checkpoint_files, guards, names, schema_evolution
 from spark_jobs.sinks.delta_table import (
@@ -45,12 +45,10 @@ from spark_jobs.sinks.delta_table import (
 from spark_jobs.sinks.table import Target, output_mode, start_write, txn_app_id
 from spark_jobs.sources import archive, overwrites
 from spark_jobs.sources.files import (
-    backlog_after,
     discovery_report,
     explain_delta_failure,
     indexed,
     read_stream,
-    source_backlog,
 )
 from spark_jobs.sources.inference import source_schema
 from spark_jobs.sources.kafka import explain_failure
@@ -105,28 +103,20 @@ def run_pipeline(spark: SparkSession, spec: PipelineSpec, settings: Settings, jo
             cleans = isinstance(spec.source, FileSource) and spec.source.clean_source is not None
             if cleans:
                 archive.check_folders(spec, settings)  # before anything runs: a bad archive_dir is an error
-            # sluice's discovery measures the backlog with the query's own listings (the first one's new files,
-            # and one more against its index after the run); other sources are measured here, before and after
-            own = indexed(spec)
-            if not own:
-                summary.backlog_before = _backlog(spec, settings)
+            measured = backlog.before_query(spec, settings)  # or the query's own listing (spark_jobs.run.backlog)
             _run_query(run)
-            if own:
-                summary.backlog_before = (source_backlog((summary.discovery or {}).pop("backlog_before", None))
-                                          or _backlog(spec, settings))  # no listing: the query did not start
+            summary.backlog_before = backlog.after_query(spec, settings, summary.discovery, measured)
             if cleans and not job.dry_run and summary.error is None:
                 _clean_source(run)
             if not job.dry_run:
-                summary.backlog_after = ((backlog_after(spark, run.target.checkpoint) if own else None)
-                                         or _backlog(spec, settings))
+                summary.backlog_after = backlog.at_end(spark, spec, settings, run.target.checkpoint)
         if not job.dry_run:
             _register_names(run)  # after the data is committed (a backfill's too)
 
     try:
         record.run(body, refusals=(guards.GuardRefused,))
     finally:
-        if indexed(spec):  # the source the JVM kept for the backlog after the run, when it was not asked
-            backlog_after(spark, run.target.checkpoint, measure=False)
+        backlog.forget(spark, spec, run.target.checkpoint)
         if scratch is not None:
             Storage(scratch).delete_dir()
     return record.close(RunFailed)
@@ -175,22 +165,6 @@ def _clean_source(run: Run) -> None:
     except Exception as err:  # noqa: BLE001 - the summary's error, raised by the caller
         run.summary.error = f"cleaning the source files (source.clean_source): {describe_error(err)}"
     run.summary.note_phase("clean_source", time.monotonic() - mark)
-
-
-def _backlog(spec: PipelineSpec, settings: Settings) -> dict:
-    """What waits for the pipeline now (:mod:`sluice.operations.backlog`); Kafka asked with the run's own client settings
-    (the connection's secrets included)."""
-    from sluice.operations.backlog import measure
-
-    config = None
-    if isinstance(spec.source, KafkaSource):
-        from spark_jobs.sources.kafka import KafkaSourceError, client_config
-
-        try:
-            config = client_config(spec.source)
-        except KafkaSourceError:
-            config = None  # said by the run itself
-    return measure(spec, settings, timeout_seconds=getattr(spec.source, "timeout_seconds", 10), kafka_config=config)
 
 
 def _scratch_folder(spec: PipelineSpec, checkpoint: str) -> str:
