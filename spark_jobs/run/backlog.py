@@ -17,7 +17,7 @@ from spark_jobs.sources.files import backlog_after, indexed, source_backlog
 def measure(spec: PipelineSpec, settings: Settings) -> dict:
     """What waits for the pipeline now (:mod:`sluice.operations.backlog`); Kafka asked with the run's own
     client settings (the connection's secrets included)."""
-    from sluice.operations.backlog import measure
+    from sluice.operations import backlog
 
     config = None
     if isinstance(spec.source, KafkaSource):
@@ -27,7 +27,8 @@ def measure(spec: PipelineSpec, settings: Settings) -> dict:
             config = client_config(spec.source)
         except KafkaSourceError:
             config = None  # said by the run itself
-    return measure(spec, settings, timeout_seconds=getattr(spec.source, "timeout_seconds", 10), kafka_config=config)
+    return backlog.measure(spec, settings, timeout_seconds=getattr(spec.source, "timeout_seconds", 10),
+                           kafka_config=config)
 
 
 def before_query(spec: PipelineSpec, settings: Settings) -> dict | None:
