@@ -54,6 +54,7 @@ def make_files(landing: Path, files: int, per_folder: int) -> None:
 def child(landing: str, checkpoint: str, discovery: str, per_batch: int) -> None:
     """One query run in this process's own JVM; prints what it measured as one JSON line."""
     from sluice.settings import load_settings
+    from sluice.storage.checkpoint import source_folder
     from spark_jobs.driver.session import local_session
     from spark_jobs.sources.files import INDEXED_SOURCE, KEEP_EVERY_FILE
 
@@ -75,7 +76,7 @@ def child(landing: str, checkpoint: str, discovery: str, per_batch: int) -> None
     query_s = time.perf_counter() - started
     report = None
     if discovery == "index":
-        report = json.loads(spark._jvm.dev.sluice.files.IndexedFileSource.report(f"{checkpoint}/sources/0"))
+        report = json.loads(spark._jvm.dev.sluice.files.IndexedFileSource.report(source_folder(checkpoint)))
     pid = spark._jvm.java.lang.ProcessHandle.current().pid()
     status = Path(f"/proc/{pid}/status").read_text(encoding="utf-8")
     peak_kb = next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmHWM:"))

@@ -11,7 +11,12 @@ from pyspark.sql import SparkSession
 
 from sluice.settings import Settings
 from sluice.spec import KafkaSource, PipelineSpec
-from spark_jobs.sources.files import backlog_after, indexed, source_backlog
+from spark_jobs.sources.files import (
+    backlog_after,
+    forget_source,
+    indexed,
+    source_backlog,
+)
 
 
 def measure(spec: PipelineSpec, settings: Settings) -> dict:
@@ -37,7 +42,8 @@ def before_query(spec: PipelineSpec, settings: Settings) -> dict | None:
 
 
 def after_query(spec: PipelineSpec, settings: Settings, discovery: dict | None, measured: dict | None) -> dict:
-    """``backlog_before`` once the query ran: ``measured`` before it, else its first listing's new files."""
+    """``backlog_before`` once the query ran: ``measured`` before it, else its first listing's new files
+    (taken out of the query's ``discovery`` report, which keeps what discovery cost)."""
     return measured or source_backlog((discovery or {}).pop("backlog_before", None)) or measure(spec, settings)
 
 
@@ -49,4 +55,4 @@ def at_end(spark: SparkSession, spec: PipelineSpec, settings: Settings, checkpoi
 def forget(spark: SparkSession, spec: PipelineSpec, checkpoint: str) -> None:
     """Drops the source the JVM kept for :func:`at_end` (a dry run's, a failed run's)."""
     if indexed(spec):
-        backlog_after(spark, checkpoint, measure=False)
+        forget_source(spark, checkpoint)

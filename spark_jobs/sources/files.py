@@ -13,6 +13,7 @@ from pyspark.sql.types import StructType
 from sluice.settings import Settings
 from sluice.spark_conf import option_text
 from sluice.spec import DeltaSource, FileSource, KafkaSource, PipelineSpec
+from sluice.storage.checkpoint import source_folder
 from sluice.storage.delta_log import DeltaLog
 from spark_jobs.driver.errors import BatchRejected, describe_error
 from spark_jobs.quality.records import (
@@ -118,7 +119,7 @@ def discovery_report(spark: SparkSession, spec: PipelineSpec, checkpoint: str) -
     source = spec.source
     if not isinstance(source, FileSource) or source.discovery != "index":
         return None
-    text = spark._jvm.dev.sluice.files.IndexedFileSource.report(f"{checkpoint.rstrip('/')}/sources/0")
+    text = spark._jvm.dev.sluice.files.IndexedFileSource.report(source_folder(checkpoint))
     return json.loads(text) if text else None
 
 
@@ -138,20 +139,20 @@ def source_backlog(found: dict | None) -> dict | None:
             "measured_in_s": round(found.get("listing_ms", 0) / 1000, 3)}
 
 
-def backlog_after(spark: SparkSession, checkpoint: str, *, measure: bool = True) -> dict | None:
+def backlog_after(spark: SparkSession, checkpoint: str) -> dict | None:
     """The backlog a run of ``source.discovery: index`` leaves: one more listing by its source, against the
     index it holds (not the log's text read again in Python); None when this JVM made no source of the
-    checkpoint. ``measure=False``: only drop the source the JVM kept for this."""
-    files = spark._jvm.dev.sluice.files.IndexedFileSource
-    folder = f"{checkpoint.rstrip('/')}/sources/0"
-    if not measure:
-        files.forget(folder)
-        return None
+    checkpoint. The JVM forgets the source."""
     try:
-        text = files.backlogAfter(folder)
+        text = spark._jvm.dev.sluice.files.IndexedFileSource.backlogAfter(source_folder(checkpoint))
     except Exception as err:  # noqa: BLE001 - a backlog is a report: the folder could not be listed
         return {"source": "files", "error": describe_error(err)}
     return source_backlog(json.loads(text)) if text else None
+
+
+def forget_source(spark: SparkSession, checkpoint: str) -> None:
+    """Drops the source the JVM kept for :func:`backlog_after` when the run did not ask (a dry run, a failure)."""
+    spark._jvm.dev.sluice.files.IndexedFileSource.forget(source_folder(checkpoint))
 
 
 def read_delta_stream(spark: SparkSession, spec: PipelineSpec, settings: Settings, *,

@@ -43,6 +43,7 @@ from sluice.storage.checkpoint import (  # noqa: F401 - local_file: named here t
     file_key,
     local_file,
     source_file,
+    source_folder,
 )
 from sluice.storage.files import Storage, is_local_uri
 
@@ -153,7 +154,7 @@ def find_rewritten_indexed(spark, source_root: str, checkpoint: str, options: di
     the files under the source path (a file the index found that is no longer there is not a rewrite)."""
     glob_filter = next((str(v) for k, v in options.items() if k.lower() == "pathglobfilter"), None)
     text = spark._jvm.dev.sluice.files.Rewrites.find(
-        spark._jsparkSession, f"{checkpoint.rstrip('/')}/sources/0", source_root, glob_filter,
+        spark._jsparkSession, source_folder(checkpoint), source_root, glob_filter,
         not is_local_uri(source_root))
     found = json.loads(text)
     if not found:
