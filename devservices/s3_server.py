@@ -192,7 +192,13 @@ def start_server(home: Path, var_dir: Path, *, port: int = 8333, timeout: float 
         "-ip=127.0.0.1", "-ip.bind=127.0.0.1", f"-dir={home / 'data'}",
         f"-master.port={server.master_port}", f"-master.port.grpc={server.grpc_ports['master']}",
         f"-master.volumeSizeLimitMB={VOLUME_SIZE_MB}", "-master.telemetry=false",
+        # a master started again with its saved state waits this long before it elects itself (10 s by
+        # default), and until then no volume server is known; it is the only master, it has no peer to wait for
+        "-master.electionTimeout=2s",
         f"-volume.port={server.volume_port}", f"-volume.port.grpc={server.grpc_ports['volume']}", "-volume.max=64",
+        # a stop waits this long for a cluster's clients to move to other volume servers (10 s by default);
+        # there is none: the one volume server stops when asked (its requests in flight still end first)
+        "-volume.preStopSeconds=0",
         "-filer", f"-filer.port={server.filer_port}", f"-filer.port.grpc={server.grpc_ports['filer']}",
         "-s3", f"-s3.port={server.port}", f"-s3.port.grpc={server.grpc_ports['s3']}", f"-s3.config={config / 's3.json'}",
         "-s3.port.iceberg=0", "-s3.port.lance=0",
@@ -282,7 +288,7 @@ def create_bucket(server: S3Server, bucket: str, timeout: float = 90.0) -> bool:
 
 
 def stop_server(server: S3Server, timeout: float = 45.0, *, crash: bool = False) -> None:
-    """Stop cleanly (SIGTERM: the server flushes its volumes and filer store, 10-25 s here); SIGKILL after
+    """Stop cleanly (SIGTERM: the server flushes its volumes and filer store, ~15 s here); SIGKILL after
     ``timeout``. ``crash=True`` kills it at once, as a machine failure would. Returns once the process is
     gone, so a new server can take its ports and folder."""
     stop_process(server.pid, timeout, crash=crash)

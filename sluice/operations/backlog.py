@@ -30,19 +30,22 @@ GLOB = re.compile(r"[*?\[{]")
 
 
 def measure(spec: PipelineSpec, settings: Settings, *, timeout_seconds: float = 10.0,
-            kafka_config: dict[str, str] | None = None) -> dict[str, Any]:
+            kafka_config: dict[str, str] | None = None, kafka_committed: tuple | None = None) -> dict[str, Any]:
     """The pipeline's backlog: ``{"source": "files", "files": n, "bytes": n, "oldest_at": iso}``,
     ``{"source": "kafka", "offsets": n, "partitions": {"topic/0": n}}`` or
     ``{"source": "delta", "versions": n, "upstream_version": v}``; with ``error`` (and no counts) when it
     could not be measured (never an exception: a backlog is a report). ``measured_in_s``: how long that took.
-    ``kafka_config``: the Kafka client properties of the run (a run's driver has the connection's secrets)."""
+    ``kafka_config``: the Kafka client properties of the run (a run's driver has the connection's secrets);
+    ``kafka_committed``: ``(offsets,)``, where the checkpoint's last batch ended as read before (default: read
+    now)."""
     started = time.monotonic()
     source = spec.source
     kind = "kafka" if isinstance(source, KafkaSource) else "delta" if isinstance(source, DeltaSource) else "files"
     checkpoint = Checkpoint(spec.checkpoint_path(settings))
     try:
         if kind == "kafka":
-            found = kafka_backlog(source, checkpoint, timeout_seconds=timeout_seconds, config=kafka_config)
+            found = kafka_backlog(source, checkpoint, timeout_seconds=timeout_seconds, config=kafka_config,
+                                  committed=kafka_committed)
         elif kind == "delta":
             found = delta_backlog(spec.source_path(settings), checkpoint)
         else:
@@ -131,10 +134,11 @@ def _split_glob(path: str) -> tuple[str, str | None]:
 # --- Kafka ----------------------------------------------------------------------------------------
 
 def kafka_backlog(source: KafkaSource, checkpoint: Checkpoint, *, timeout_seconds: float = 10.0,
-                  config: dict[str, str] | None = None) -> dict[str, Any]:
+                  config: dict[str, str] | None = None, committed: tuple | None = None) -> dict[str, Any]:
     """Per partition, the high watermark minus where the checkpoint's last committed batch ended.
     ``config``: the Kafka client properties the run uses (Java names, as Spark's Kafka source takes them);
-    by default the spec's brokers and ``kafka.*`` options."""
+    by default the spec's brokers and ``kafka.*`` options. ``committed``: ``(offsets,)``, the checkpoint's
+    :meth:`~sluice.storage.checkpoint.Checkpoint.last_offset` read before; by default read here."""
     from confluent_kafka import Consumer, KafkaException, TopicPartition
 
     config = dict(config or _client_config(source))
@@ -145,7 +149,7 @@ def kafka_backlog(source: KafkaSource, checkpoint: Checkpoint, *, timeout_second
         except KafkaException as err:
             raise BacklogUnknown(f"Kafka broker unreachable at {config.get('bootstrap.servers')}: {err}") from None
         wanted = _topics(source, list(topics))
-        committed = checkpoint.last_offset()
+        committed = checkpoint.last_offset() if committed is None else committed[0]
         partitions: dict[str, int] = {}
         for topic in wanted:
             if topic not in topics:

@@ -105,11 +105,11 @@ def run_pipeline(spark: SparkSession, spec: PipelineSpec, settings: Settings, jo
                 archive.check_folders(spec, settings)  # before anything runs: a bad archive_dir is an error
             measured = backlog.before_query(spec, settings)  # or the query's own listing (spark_jobs.run.backlog)
             _run_query(run)
-            summary.backlog_before = backlog.after_query(spec, settings, summary.discovery, measured)
+            summary.backlog_before = backlog.after_query(spec, settings, summary.discovery, measured, summary.error)
             if cleans and not job.dry_run and summary.error is None:
                 _clean_source(run)
             if not job.dry_run:
-                summary.backlog_after = backlog.at_end(spark, spec, settings, run.target.checkpoint)
+                summary.backlog_after = backlog.at_end(spark, spec, settings, run.target.checkpoint, summary.error)
         if not job.dry_run:
             _register_names(run)  # after the data is committed (a backfill's too)
 

@@ -4,13 +4,20 @@ from __future__ import annotations
 
 import threading
 import time
+from concurrent.futures import Future
 from pathlib import Path
 
 import pytest
 
-from devservices.kafka_broker import restart_broker, start_broker, stop_broker
+from devservices.kafka_broker import (
+    free_port,
+    restart_broker,
+    start_broker,
+    stop_broker,
+)
 from sluice.contract import run_job
 from sluice.settings import load_settings
+from spark_jobs.run import backlog
 from spark_jobs.run.runner import RunFailed, run_pipeline
 from tests.helpers import (
     delta_version,
@@ -131,6 +138,9 @@ def test_bad_bootstrap_address_is_a_clear_error(spark, lake):
         run(spark, spec, lake)
     assert str(caught.value).startswith("cannot use the Kafka bootstrap servers 'no-such-host.invalid:9092'")
     assert "No resolvable bootstrap urls" in str(caught.value)
+    # the backlog is not waited for (its measurement would take the whole timeout), nor measured after
+    summary = caught.value.summary.to_json()
+    assert (summary["backlog_before"], summary["backlog_after"]) == (NOT_ASKED, NOT_ASKED)
 
 
 @pytest.fixture(scope="module")
@@ -140,6 +150,21 @@ def own_broker(tmp_path_factory):
     broker = start_broker(tmp_path_factory.mktemp("own-broker") / "broker", load_settings().jars_dir)
     yield broker
     stop_broker(broker)
+
+
+NOT_ASKED = {"source": "kafka", "measured_in_s": 0.0,
+             "error": "not measured: the run failed because its Kafka brokers did not answer (see its error)"}
+
+
+def test_the_backlog_before_a_run_is_measured_beside_the_querys_start(lake):
+    """A broker that does not answer: the measurement is under way when before_query returns (the query starts
+    at once) and says why it found nothing once the query is done; from where the checkpoint stood before."""
+    spec = make_spec(kafka_spec("k_beside", f"127.0.0.1:{free_port()}", "t", timeout_seconds=3))
+    started = backlog.before_query(spec, lake)
+    assert isinstance(started, Future) and not started.done()
+    measured = backlog.after_query(spec, lake, None, started)
+    assert measured["source"] == "kafka" and measured["measured_in_s"] >= 3
+    assert measured["error"].startswith(f"Kafka broker unreachable at {spec.source.bootstrap_servers}: ")
 
 
 def test_broker_down_at_start_fails_fast_then_the_next_run_catches_up(spark, lake, own_broker):
@@ -157,6 +182,12 @@ def test_broker_down_at_start_fails_fast_then_the_next_run_catches_up(spark, lak
         run(spark, spec, lake)
     assert time.monotonic() - started < 30
     assert str(caught.value).startswith(f"Kafka broker unreachable at {bootstrap}: no answer within 5s")
+    # the broker is asked for the backlog before the run beside the query's own check (one timeout, not two:
+    # whichever ends first), and not asked again after it
+    summary = caught.value.summary.to_json()
+    before = summary["backlog_before"]
+    assert before == NOT_ASKED or before["error"].startswith(f"Kafka broker unreachable at {bootstrap}: "), before
+    assert "offsets" not in before and summary["backlog_after"] == NOT_ASKED
 
     restart_broker(own_broker, lake.jars_dir)
     assert run(spark, spec, lake)["input_rows"] == 10
@@ -191,6 +222,7 @@ def test_broker_stopped_mid_run_fails_in_bounded_time_and_loses_nothing(spark, l
     assert failed_after < 3 * 5 + 45, f"the run failed {failed_after:.0f} s after the broker was lost"
     assert "Kafka broker unreachable at" in str(caught.value)
     assert "during the run" in str(caught.value)
+    assert caught.value.summary.to_json()["backlog_after"] == NOT_ASKED
     partial = len(ids(spark, spec, lake))
     assert 0 < partial < 600
 
