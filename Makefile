@@ -153,8 +153,9 @@ chaos: setup
 	$(PYTEST) -m chaos
 	$(BIN)/python -m bench.chaos --rounds $${CHAOS_ROUNDS:-50} --storage $${CHAOS_STORAGE:-local} $${CHAOS_ARGS:---parallel}
 
+# The inner loop: no process of Spark or Airflow, no long in-process scenario (marked slow).
 test-fast: setup
-	$(PYTEST) -m "not e2e and not chaos"
+	$(PYTEST) -m "not e2e and not chaos and not slow"
 
 # --- running things by hand ------------------------------------------------------------------------
 

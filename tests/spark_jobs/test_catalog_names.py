@@ -20,8 +20,10 @@ from sluice.settings import load_settings
 from spark_jobs.sinks import names
 from tests.helpers import ORDERS_SCHEMA, orders_spec, run_here, write_orders, write_spec
 
+TEAM = pytest.param("team", marks=pytest.mark.slow)  # PostgreSQL and a metastore on it: not in make test-fast
 
-@pytest.fixture(params=["local", "team"])
+
+@pytest.fixture(params=["local", TEAM])
 def catalog(request):
     """The metastore of the test: the local one (Derby) or the team's (PostgreSQL)."""
     return request.getfixturevalue("metastore" if request.param == "local" else "team_metastore")
@@ -134,7 +136,7 @@ def test_a_catalog_that_does_not_answer_fails_the_run_after_its_commit_and_the_n
     assert registered(spark, catalog.uri, "nm_down.orders")[0] == f"file:{up.lake_root}/nm_down"
 
 
-@pytest.mark.parametrize("where", ["local", "team"])
+@pytest.mark.parametrize("where", ["local", TEAM])
 def test_two_pipelines_register_at_once_on_a_fresh_schema_and_the_local_catalog_is_started_once(
         spark, lake, monkeypatch, tmp_path, request, where):
     if where == "local":  # no catalog named: the local one, which the first of the two starts

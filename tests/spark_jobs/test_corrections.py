@@ -103,6 +103,7 @@ def chain(spark, lake, tmp_path):
     return specs, regions
 
 
+@pytest.mark.slow  # a chain of three pipelines, each run several times: not in make test-fast
 def test_a_bronze_backfill_flows_down_to_silver_and_gold_and_twice_changes_nothing(spark, lake, chain):
     (bronze, silver, gold), regions = chain
     fixed = make_spec({**BRONZE, "transform": {"sql": TIMES_TEN}})
@@ -174,6 +175,7 @@ def test_a_bronze_backfill_flows_down_to_silver_and_gold_and_twice_changes_nothi
     ]
 
 
+@pytest.mark.slow  # a chain of three pipelines, each run several times: not in make test-fast
 def test_a_window_not_written_yet_is_rebuilt_once_written_and_an_upstream_reset_rebuilds_all(spark, lake, chain):
     (bronze, silver, gold), _ = chain
     fixed = make_spec({**BRONZE, "transform": {"sql": TIMES_TEN}})

@@ -167,6 +167,7 @@ def test_the_backlog_before_a_run_is_measured_beside_the_querys_start(lake):
     assert measured["error"].startswith(f"Kafka broker unreachable at {spec.source.bootstrap_servers}: ")
 
 
+@pytest.mark.slow  # a broker of its own stopped and started again: not in make test-fast
 def test_broker_down_at_start_fails_fast_then_the_next_run_catches_up(spark, lake, own_broker):
     restart_broker(own_broker, lake.jars_dir)  # up, whatever an earlier test left
     bootstrap = own_broker.bootstrap_servers
@@ -194,6 +195,7 @@ def test_broker_down_at_start_fails_fast_then_the_next_run_catches_up(spark, lak
     assert ids(spark, spec, lake) == list(range(30))
 
 
+@pytest.mark.slow  # a broker of its own stopped and started again: not in make test-fast
 def test_broker_stopped_mid_run_fails_in_bounded_time_and_loses_nothing(spark, lake, own_broker):
     restart_broker(own_broker, lake.jars_dir)  # up, whatever an earlier test left
     bootstrap = own_broker.bootstrap_servers
