@@ -288,10 +288,13 @@ def case_p3() -> dict:
     clean = os.environ.get("BENCH_P3_CLEAN", "") == "1"
     # BENCH_P3_DISCOVERY=spark: both pipelines on Spark's own file source (the fallback) instead of sluice's index
     discovery = os.environ.get("BENCH_P3_DISCOVERY", "index")
+    # BENCH_P3_OPTIMIZE_WRITE=0: both pipelines' batches written as Spark writes them (sink.optimize_write: false),
+    # one file per read task and day, instead of Delta's optimized writes (one per day), the partitioned default
+    optimized = os.environ.get("BENCH_P3_OPTIMIZE_WRITE", "1") != "0"
     spec = {"name": "bench_p3", "source": {"format": "json", "path": "landing", "schema": ORDERS_SCHEMA,
                                            "max_files_per_trigger": 10, "discovery": discovery},
             "transform": {"sql": "SELECT *, to_date(ts) AS day FROM source"},
-            "sink": {"path": "p3", "partition_by": ["day"]}}
+            "sink": {"path": "p3", "partition_by": ["day"], **({} if optimized else {"optimize_write": False})}}
     if clean:
         spec["source"]["clean_source"] = {"mode": "archive", "archive_dir": "archive", "retention": "0s"}
     new = WORK / "data" / "p3-new"
@@ -300,7 +303,8 @@ def case_p3() -> dict:
         small_files(new, "new", 10, 1000, 10_000_000)
         (new / "_done").write_text("")
     old = WORK / "p3-old"
-    ready = WORK / f"p3-ready-{history_files}-{batch_files}-{discovery}{'-clean' if clean else ''}-maintained"
+    ready = WORK / (f"p3-ready-{history_files}-{batch_files}-{discovery}{'-clean' if clean else ''}"
+                    f"-{'ow' if optimized else 'nw'}-maintained")
 
     def write_spec(lake: Path, files_per_trigger: int) -> None:
         source = {**spec["source"], "max_files_per_trigger": files_per_trigger}
@@ -379,6 +383,7 @@ def case_p3() -> dict:
         "history_batch_files": batch_files,
         "clean_source": clean,
         "discovery": discovery,
+        "optimize_write": optimized,
         "sluice_figure": f"{old_s:.1f} s with {history_files:,} files of history",
         "plain_figure": f"{new_s:.1f} s fresh",
         "ratio": round(old_s / new_s, 3),

@@ -29,6 +29,14 @@ class Sink(_Model):
     version of each key (SCD type 2: ``__start_at`` / ``__end_at`` columns, see docs/scd2.md)."""
     partition_by: list[str] = Field(default_factory=list)
     """Partition columns of the table."""
+    optimize_write: bool | None = None
+    """Delta's optimized writes: a batch's rows are shuffled by the partition columns before they are written, so
+    a batch writes one file per partition it touches (up to Delta's bin size, 512 MiB) instead of one per read
+    task and partition -- fewer small files for readers, OPTIMIZE and every later snapshot of the table, for
+    one more shuffle per batch. Default: on for a table with ``partition_by`` (its appends, a complete sink's
+    rewrites, backfills), else as the table's ``delta.autoOptimize.optimizeWrite`` property or the session's
+    ``spark.databricks.delta.optimizeWrite.enabled`` say (off by default). Not for ``merge`` and ``scd2``
+    sinks: Delta's MERGE repartitions by the partition columns before it writes."""
     keys: list[str] = Field(default_factory=list)
     """``merge``: the columns that identify a row (one row per key in the table). ``scd2``: the columns that
     identify an entity (one row per version of it, at most one current row)."""
@@ -62,6 +70,9 @@ class Sink(_Model):
                 raise ValueError(f"keys: required with mode: {self.mode}; name the key columns, e.g. keys: [order_id]")
             if len(set(self.keys)) != len(self.keys):
                 raise ValueError(f"keys: {self.keys} names a column twice")
+        if self.mode in ("merge", "scd2") and self.optimize_write is not None:
+            raise ValueError(f"optimize_write: used by append and complete sinks; a {self.mode} sink's MERGE already "
+                             "writes by partition (Delta repartitions before it writes): remove it")
         if self.mode == "merge":
             if self.order_by in self.keys:
                 raise ValueError(f"order_by: {self.order_by!r} is a key column; name the version/timestamp column")

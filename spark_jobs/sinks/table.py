@@ -66,13 +66,14 @@ def start_write(
 
 
 def write_rows(rows: DataFrame, path: str, commit: Commit, *, overwrite: bool = False,
-               partition_by: list[str] | None = None) -> None:
+               partition_by: list[str] | None = None, optimize_write: bool | None = None) -> None:
     """Append (or overwrite with) ``rows`` in one commit: the idempotent transaction (app_id, batch_id), or
     a backfill's replaceWhere -- idempotent by what it replaces, not by a transaction id. With
     ``commit.new_table`` and no table at ``path`` yet, the write creates it (:func:`_as_new_table`) in the
     same commit, its table properties given as the write's ``delta.*`` options: Delta takes properties it
     does not know only with ``allowArbitraryProperties``, set around this write alone, so that every other
-    write and ALTER keeps Delta's check (a misspelt ``delta.*`` setting stays an error, not a property)."""
+    write and ALTER keeps Delta's check (a misspelt ``delta.*`` setting stays an error, not a property).
+    ``optimize_write``: Delta's ``optimizeWrite`` option (None: the table's property or the session decide)."""
     creating = commit.new_table is not None and not has_commit(path)
     if creating:
         rows = _as_new_table(rows, commit.new_table)
@@ -87,6 +88,8 @@ def write_rows(rows: DataFrame, path: str, commit: Commit, *, overwrite: bool = 
         writer = writer.option("mergeSchema", "true")
     if partition_by:
         writer = writer.partitionBy(*partition_by)
+    if optimize_write is not None:
+        writer = writer.option("optimizeWrite", str(optimize_write).lower())
     confs = {}
     if creating:
         for key, value in commit.new_table.properties.items():
@@ -129,13 +132,24 @@ def write_sink(rows: DataFrame, sink: Sink, path: str, commit: Commit) -> None:
             rows = latest_per_key(rows, sink)
             if sink.delete_when:
                 rows = rows.where(~F.col(DELETE_FLAG)).drop(DELETE_FLAG)
-        write_rows(rows, path, dataclasses.replace(commit, app_id=None), partition_by=sink.partition_by)
+        write_rows(rows, path, dataclasses.replace(commit, app_id=None), partition_by=sink.partition_by,
+                   optimize_write=optimize_write(sink))
     elif sink.mode == "merge":
         merge_rows(rows, sink, path, commit)
     elif sink.mode == "scd2":
         scd2_rows(rows, sink, path, commit)
     else:
-        write_rows(rows, path, commit, overwrite=sink.mode == "complete", partition_by=sink.partition_by)
+        write_rows(rows, path, commit, overwrite=sink.mode == "complete", partition_by=sink.partition_by,
+                   optimize_write=optimize_write(sink))
+
+
+def optimize_write(sink: Sink) -> bool | None:
+    """Whether a write of ``sink``'s rows is one of Delta's optimized writes (``sink.optimize_write``): the spec's
+    choice, else on for a partitioned table (a batch then writes one file per partition it touches, not one per
+    read task and partition); None: as the table's property or the session say."""
+    if sink.optimize_write is not None:
+        return sink.optimize_write
+    return True if sink.partition_by else None
 
 
 @dataclass

@@ -77,6 +77,8 @@ def test_absolute_checkpoint_is_kept(lake, tmp_path):
         ({"sink": {"mode": "upsert"}}, "sink.mode: 'upsert' is not allowed; use one of: append, complete, merge"),
         ({"sink": {"mode": "merge"}}, "sink.keys: required with mode: merge; name the key columns, e.g. keys: [order_id]"),
         ({"sink": {"keys": ["id"]}}, "sink.keys: only used with mode: merge (the sink's mode is append)"),
+        ({"sink": {"mode": "merge", "keys": ["id"], "optimize_write": True}},
+         "sink.optimize_write: used by append and complete sinks; a merge sink's MERGE already writes by partition"),
         ({"sink": {"mode": "merge", "keys": ["id"], "order_by": "id"}}, "sink.order_by: 'id' is a key column"),
         ({"sink": {"mode": "complete"}}, "sink.mode: complete needs a transform.sql with an aggregation"),
         ({"transform": {"sql": "SELECT 1"}}, "transform.sql: the query must read the input stream"),

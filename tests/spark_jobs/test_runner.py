@@ -11,8 +11,11 @@ from pyspark.testing import assertDataFrameEqual
 
 from devservices.readiness import wait_until
 from sluice.contract import run_job
+from sluice.contract.request import run_request
 from sluice.spec import PipelineSpec
+from sluice.storage.delta_log import DeltaLog
 from spark_jobs.run.runner import RunFailed, run_pipeline
+from spark_jobs.sinks.commit import session_conf
 from tests.helpers import (
     delta_version,
     files_under,
@@ -81,6 +84,33 @@ def test_runs_ingest_exactly_the_new_files(spark, lake, trigger):
     assert ids(spark, spec, lake) == list(range(57))
     assert {r.day.isoformat() for r in table(spark, spec, lake).select("day").distinct().collect()} == {
         "2026-11-01", "2026-11-02", "2026-11-03"}
+
+
+@pytest.mark.parametrize("optimize_write", [None, False])
+def test_a_partitioned_sink_writes_a_batch_as_one_file_per_partition_with_optimized_writes(spark, lake,
+                                                                                              optimize_write):
+    """Six landing files, each read by a task of its own, each holding rows of the three days: by default (a
+    partitioned sink) the batch is one of Delta's optimized writes, one file per day; with ``optimize_write:
+    false``, one per task and day, as Spark writes it. The same rows either way, a backfill's too."""
+    sink = {"path": "bronze/orders", "partition_by": ["day"],
+            **({} if optimize_write is None else {"optimize_write": optimize_write})}
+    spec = make_spec(orders_spec(transform={"sql": "SELECT id, ts, customer, amount, to_date(ts) AS day FROM source"},
+                                 sink=sink, backfill={"column": "day", "path": "landing/orders/dt={{ ds }}"}))
+    for n in range(6):  # the folder of one delivery day, whose files hold orders of three days
+        write_orders(lake.lake_root / "landing" / "orders" / "dt=2026-11-02", f"part-{n}.json", range(n * 6, n * 6 + 6))
+    # a task per file: each file and its open cost (4 MB) fill a partition of 4 MB
+    with session_conf(spark, {"spark.sql.files.maxPartitionBytes": str(4 * 1024 * 1024)}):
+        assert run(spark, spec, lake)["output_rows"] == 36
+        added = {day: len(list((Path(spec.sink_path(lake)) / f"day={day}").glob("*.parquet")))
+                 for day in ("2026-11-01", "2026-11-02", "2026-11-03")}
+        assert added == dict.fromkeys(added, 1 if optimize_write is None else 6)
+        slice_ = run_request(spec, mode="backfill", backfill_from="2026-11-02", backfill_to="2026-11-02").backfill
+        rebuilt = run_pipeline(spark, spec, lake, run_job(run_id="b", write_ledger=False, backfill=slice_)).to_json()
+    assert rebuilt["status"] == "succeeded", rebuilt["error"]
+    log = DeltaLog.open(spec.sink_path(lake))
+    added = [a["add"]["path"] for a in log.actions(log.versions()[-1]) if "add" in a]
+    assert len(added) == (1 if optimize_write is None else 6) and all("day=2026-11-02" in p for p in added)
+    assert ids(spark, spec, lake) == list(range(36))
 
 
 def test_max_files_per_trigger_runs_several_batches_in_one_run(spark, lake):
