@@ -47,6 +47,16 @@ def default_spark_conf() -> dict[str, str]:
     return conf
 
 
+LOCAL_FILE_SYSTEM = {
+    # sluice's files jar: Hadoop's local file system without a chmod or readlink process for each file it
+    # creates and each rename (jvm/files/dev/sluice/files/LocalFileSystem.java); set in a local driver's
+    # Hadoop configuration once it runs (spark_jobs.driver.session.local_file_system), not on the command
+    # line: spark-submit reads its jars with Hadoop's file system before it has loaded them
+    "fs.file.impl": "dev.sluice.files.LocalFileSystem",
+    "fs.AbstractFileSystem.file.impl": "dev.sluice.files.LocalFs",
+}
+
+
 # --- object storage: Hadoop's S3A file system (s3a://) -------------------------------------------------
 
 def s3a_conf(env: Mapping[str, str], settings: Settings) -> dict[str, str]:
