@@ -28,6 +28,9 @@ from tests.helpers import (
     produce,
 )
 
+NOT_ASKED = {"source": "kafka", "measured_in_s": 0.0,
+             "error": "not measured: the run failed because its Kafka brokers did not answer (see its error)"}
+
 
 def run(spark, spec, lake, **options):
     return run_pipeline(spark, spec, lake, run_job(trigger=spec.trigger, run_id="t", write_ledger=False, **options)).to_json()
@@ -152,13 +155,9 @@ def own_broker(tmp_path_factory):
     stop_broker(broker)
 
 
-NOT_ASKED = {"source": "kafka", "measured_in_s": 0.0,
-             "error": "not measured: the run failed because its Kafka brokers did not answer (see its error)"}
-
-
 def test_the_backlog_before_a_run_is_measured_beside_the_querys_start(lake):
     """A broker that does not answer: the measurement is under way when before_query returns (the query starts
-    at once) and says why it found nothing once the query is done; from where the checkpoint stood before."""
+    at once) and says why it found nothing once the query is done."""
     spec = make_spec(kafka_spec("k_beside", f"127.0.0.1:{free_port()}", "t", timeout_seconds=3))
     started = backlog.before_query(spec, lake)
     assert isinstance(started, Future) and not started.done()
