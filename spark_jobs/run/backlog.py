@@ -25,10 +25,15 @@ from spark_jobs.sources.files import (
     indexed,
     source_backlog,
 )
+from spark_jobs.sources.kafka import (
+    UNREACHABLE,
+    UNUSABLE,
+    KafkaSourceError,
+    client_config,
+)
 
-UNANSWERED = ("Kafka broker unreachable at ", "cannot use the Kafka bootstrap servers ")
-"""How a run's error (:mod:`spark_jobs.sources.kafka`) begins when its brokers did not answer or could not be
-used."""
+UNANSWERED = (UNREACHABLE, UNUSABLE)
+"""How a run's error begins when its Kafka brokers did not answer or could not be used."""
 NOT_ASKED = {"source": "kafka", "measured_in_s": 0.0,
              "error": "not measured: the run failed because its Kafka brokers did not answer (see its error)"}
 
@@ -41,8 +46,6 @@ def measure(spec: PipelineSpec, settings: Settings, **kafka: tuple) -> dict:
 
     config = None
     if isinstance(spec.source, KafkaSource):
-        from spark_jobs.sources.kafka import KafkaSourceError, client_config
-
         try:
             config = client_config(spec.source)
         except KafkaSourceError:

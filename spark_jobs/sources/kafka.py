@@ -32,6 +32,12 @@ class KafkaSourceError(RuntimeError):
     """The brokers or topics are not as the spec says; the message says what to fix."""
 
 
+UNREACHABLE = "Kafka broker unreachable at "
+"""How a run's error begins when its brokers did not answer (at the start, or during the run)."""
+UNUSABLE = "cannot use the Kafka bootstrap servers "
+"""How a run's error begins when its bootstrap servers could not be used (a bad address)."""
+
+
 def client_config(source: KafkaSource) -> dict[str, str]:
     """Kafka client properties (without the ``kafka.`` prefix) for this source."""
     config: dict[str, str] = {}
@@ -201,7 +207,7 @@ def check_brokers_and_topics(spark: SparkSession, source: KafkaSource, config: d
         admin = jvm.org.apache.kafka.clients.admin.Admin.create(props)
     except Py4JJavaError as err:
         raise KafkaSourceError(
-            f"cannot use the Kafka bootstrap servers {servers!r}: {_java_message(err)}. "
+            f"{UNUSABLE}{servers!r}: {_java_message(err)}. "
             "Fix source.bootstrap_servers (host:port[,host:port]) or the connection's host and port"
         ) from None
     try:
@@ -213,7 +219,7 @@ def check_brokers_and_topics(spark: SparkSession, source: KafkaSource, config: d
                 "and sasl.mechanism of the connection named in source.connection"
             ) from None
         raise KafkaSourceError(
-            f"Kafka broker unreachable at {servers}: no answer within {source.timeout_seconds}s "
+            f"{UNREACHABLE}{servers}: no answer within {source.timeout_seconds}s "
             f"({_java_message(err)}). Check that the broker is up and that source.bootstrap_servers / the "
             "connection and its security settings are right; the next run resumes where the last one stopped"
         ) from None
@@ -293,7 +299,7 @@ def explain_failure(source: KafkaSource, error: str) -> str:
     where = source.bootstrap_servers or f"the brokers of connection {source.connection!r}"
     if "org.apache.kafka.common.errors.TimeoutException" in error:
         return (
-            f"Kafka broker unreachable at {where} during the run: no answer within {source.timeout_seconds}s "
+            f"{UNREACHABLE}{where} during the run: no answer within {source.timeout_seconds}s "
             "(source.timeout_seconds). Batches committed before stay committed; the next run resumes from "
             f"there. Kafka said: {error.split('TimeoutException: ', 1)[-1]}"
         )
