@@ -330,7 +330,11 @@ def latest_runs(ledger: str, pipeline: str | list[str], limit: int = 10, *, wher
     columns = [f.name for f in arrow_schema() if f.name not in ("summary", "micro_batches") and f.name in have]
     selected = ", ".join(f'"{c}"' for c in columns)
     condition = f"pipeline IN ({', '.join(repr(n) for n in names)})" + (f" AND ({where})" if where else "")
-    sql = f"SELECT {selected} FROM ledger WHERE {condition} ORDER BY started_at DESC LIMIT {int(limit)}"
+    # timestamps are to the second: runs that started (and ended) within one second are ordered by the table
+    # version each left, the later run's being no lower
+    order = ", ".join(["started_at DESC", "ended_at DESC"]
+                      + (["delta_version_after DESC NULLS LAST"] if "delta_version_after" in have else []))
+    sql = f"SELECT {selected} FROM ledger WHERE {condition} ORDER BY {order} LIMIT {int(limit)}"
     import pyarrow as pa
 
     return pa.table(QueryBuilder().register("ledger", table).execute(sql).read_all()).to_pylist()

@@ -35,7 +35,7 @@ from spark_jobs.driver.errors import describe_error
 from spark_jobs.driver.job import JobFailed, JobRecord
 from spark_jobs.driver.progress import ProgressCollector
 from spark_jobs.quality.quarantine import quarantine_pending
-from spark_jobs.run import backlog, clean_source
+from spark_jobs.run import backlog, clean_source, head_start
 from spark_jobs.run.report import COUNTS, Ran, ran_batches, totals
 from spark_jobs.sinks import checkpoint_files, guards, names, schema_evolution
 from spark_jobs.sinks.delta_table import (
@@ -192,6 +192,7 @@ def _run_query(run: Run) -> None:
     query = writer = new_table = None
     reingest = False
     phases, mark = summary.phases_s, time.monotonic()
+    head = head_start.start(run)  # the rewritten-file check's listing, and Delta's state, beside the preparing
     spark.streams.addListener(collector)
     # the checkpoint keeps this many batches' offsets and commits (and state versions); older ones are
     # deleted as the query runs, so a checkpoint does not grow over thousands of runs
@@ -249,7 +250,7 @@ def _run_query(run: Run) -> None:
         # a batch planned but not marked done in the checkpoint, whose transaction the table already has
         # (a crash between the two commits): skip it without reading its input
         committed = _committed_replay(spark, target_checkpoint, target_table, target.app_id)
-        reingest = _check_overwrites(run, target, committed)
+        reingest = _check_overwrites(run, target, committed, head)
         phases["prepare"], mark = round(time.monotonic() - mark, 3), time.monotonic()
         if stateful and spec.parses_records():
             # an aggregation's output rows are not input records: a companion query, with its own checkpoint
@@ -362,11 +363,12 @@ def _upstream_plan(run: Run) -> upstream.Plan | None:
     return upstream.plan(spec, spec.source_path(run.settings), run.real.checkpoint, table, columns)
 
 
-def _check_overwrites(run: Run, target: Target, committed: set[int]) -> bool:
+def _check_overwrites(run: Run, target: Target, committed: set[int], head: head_start.HeadStart | None) -> bool:
     """Report the landing files rewritten since they were ingested (``overwritten_files``); with
     ``on_overwrite: fail`` refuse the run, with ``reingest`` copy each new version for the companion query.
     ``committed``: the pending batch when the table already has it (:func:`_committed_replay`). Returns
-    whether the companion query has copies to ingest (:mod:`spark_jobs.sources.overwrites`)."""
+    whether the companion query has copies to ingest (:mod:`spark_jobs.sources.overwrites`). ``head``: the
+    run's head start, whose listing is the check's when it still describes the checkpoint."""
     spec, summary = run.spec, run.summary
     if not isinstance(spec.source, FileSource):
         return False
@@ -378,7 +380,7 @@ def _check_overwrites(run: Run, target: Target, committed: set[int]) -> bool:
     rereading = pending if pending is not None and pending not in committed else None
     if indexed(spec):
         rewritten = overwrites.find_rewritten_indexed(run.spark, source_root, checkpoint, spec.source.options,
-                                                      rereading=rereading)
+                                                      rereading=rereading, listed=head and head.listing(run))
     else:
         rewritten = overwrites.find_rewritten(source_root, checkpoint, rereading=rereading)
     summary.overwritten_files = overwrites.report(rewritten, action)

@@ -148,15 +148,12 @@ def find_rewritten(source_root: str, checkpoint: str, rereading: int | None = No
 
 
 def find_rewritten_indexed(spark, source_root: str, checkpoint: str, options: dict, *,
-                           rereading: int | None = None) -> list[Rewritten]:
+                           rereading: int | None = None, listed: dict | None = None) -> list[Rewritten]:
     """:func:`find_rewritten` for ``source.discovery: index``: one listing of the source path with the files'
     statuses, against the times the index recorded (jvm/files ``Rewrites``), without the log's text parsed:
-    the files under the source path (a file the index found that is no longer there is not a rewrite)."""
-    glob_filter = next((str(v) for k, v in options.items() if k.lower() == "pathglobfilter"), None)
-    text = spark._jvm.dev.sluice.files.Rewrites.find(
-        spark._jsparkSession, source_folder(checkpoint), source_root, glob_filter,
-        not is_local_uri(source_root))
-    found = json.loads(text)
+    the files under the source path (a file the index found that is no longer there is not a rewrite).
+    ``listed``: that listing's answer already (:func:`list_indexed`, taken earlier in the run)."""
+    found = (listed or list_indexed(spark, source_root, checkpoint, options))["rewritten"]
     if not found:
         return []
     again = {file_key(path) for uri in (Checkpoint(checkpoint).files_of_batch(rereading) or [])
@@ -169,6 +166,15 @@ def find_rewritten_indexed(spark, source_root: str, checkpoint: str, options: di
             continue
         rewritten.append(Rewritten(path, r["ingested_ms"], r["mtime_ms"], r["size"]))
     return sorted(rewritten, key=lambda r: r.path)
+
+
+def list_indexed(spark, source_root: str, checkpoint: str, options: dict) -> dict:
+    """The listing behind :func:`find_rewritten_indexed` (jvm/files ``Rewrites.check``): ``rewritten``, the
+    files whose time is not the one the index recorded, and ``unseen``, how many files it found that the index
+    has not (-1: an empty index, nothing listed). Reads only: safe on a thread of its own before the query."""
+    glob_filter = next((str(v) for k, v in options.items() if k.lower() == "pathglobfilter"), None)
+    return json.loads(spark._jvm.dev.sluice.files.Rewrites.checkJson(
+        spark._jsparkSession, source_folder(checkpoint), source_root, glob_filter, not is_local_uri(source_root)))
 
 
 def _relative(path: str, root: str) -> str:

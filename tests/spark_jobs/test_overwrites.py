@@ -16,6 +16,7 @@ from spark_jobs.sources.overwrites import (
     companion_checkpoint,
     find_rewritten,
     find_rewritten_indexed,
+    list_indexed,
     local_file,
     source_log,
     staging_folder,
@@ -202,6 +203,43 @@ def test_with_the_discovery_index_the_check_reads_its_times_and_finds_what_the_l
         [r for r in python if Path(r.path).name.startswith("f0")]
     assert [r.path for r in find_rewritten_indexed(spark, spec.source_path(lake), checkpoint, {}, rereading=11)] \
         == [str(landed[n]) for n in (3, 7)]
+    # the same listing counts the files the index has not seen (new input: one; a hidden name is no input), and
+    # its answer handed in is the check's
+    land(lake, "_hidden.json", [(98, "h")])
+    listed = list_indexed(spark, spec.source_path(lake), checkpoint, {})
+    assert listed["unseen"] == 1 and len(listed["rewritten"]) == 3
+    assert list_indexed(spark, spec.source_path(lake), checkpoint, {"pathGlobFilter": "f*"})["unseen"] == 0
+    assert find_rewritten_indexed(spark, spec.source_path(lake), checkpoint, {}, listed=listed) == indexed
+    assert list_indexed(spark, spec.source_path(lake), str(lake.checkpoint_root / "none"), {}) == \
+        {"rewritten": [], "unseen": -1}
+
+
+def test_a_run_with_new_files_computes_the_tables_state_beside_its_preparing_and_one_without_does_not(
+        spark, lake, monkeypatch):
+    # the head start (spark_jobs.run.head_start): the rewritten-file check's listing on a thread of its own; when
+    # it finds new files and the table exists, Delta's state of the table too, before the batch's write asks it
+    from spark_jobs.run import head_start
+
+    warmed = []
+
+    def warm_state(session, path):
+        warmed.append(path)
+        real_warm_state(session, path)
+
+    real_warm_state = head_start.warm_state
+    monkeypatch.setattr(head_start, "warm_state", warm_state)
+    spec = spec_of()
+    landed = land(lake, "a.json", [(1, "a")])
+    assert run(spark, spec, lake)["input_rows"] == 1 and warmed == []  # no table yet: nothing to compute
+    assert run(spark, spec, lake)["input_rows"] == 0 and warmed == []  # nothing new: not computed
+    land(lake, "b.json", [(2, "b")])
+    stat = landed.stat()
+    os.utime(landed, ns=(stat.st_atime_ns, stat.st_mtime_ns + 5_000_000_000))
+    summary = run(spark, spec, lake)
+    assert warmed == [spec.sink_path(lake)]
+    assert summary["input_rows"] == 1 and summary["overwritten_files"]["paths"] == [str(landed)]
+    assert rows(spark, spec, lake) == [(1, "a"), (2, "b")]
+    assert run(spark, spec, lake, dry_run=True)["input_rows"] == 0 and len(warmed) == 1  # a dry run: none
 
 
 def test_reingest_needs_a_stateless_transform():

@@ -44,6 +44,8 @@ final class Lister {
    * requests its client counted while listing (S3A's {@code object_list_request}), else the listing calls.
    */
   long listRequests;
+  /** The files {@link #changed} found that the recorded times do not know (found since, not ingested yet). */
+  long unseen;
 
   Lister(String path, Configuration conf, String pathGlobFilter) throws IOException {
     Path p = new Path(path);
@@ -222,7 +224,7 @@ final class Lister {
 
   /**
    * The files whose time differs from the one {@code recorded} gives for their key (null: a file not recorded,
-   * left out), to the millisecond or {@code toTheSecond}. On a local disk without a glob, a walk that makes a
+   * left out and counted in {@link #unseen}), to the millisecond or {@code toTheSecond}. On a local disk without a glob, a walk that makes a
    * file's name into a URL only when it differs; elsewhere, the listing of every file.
    */
   List<FileEntry> changed(java.util.function.Function<String, Long> recorded, boolean toTheSecond)
@@ -233,13 +235,21 @@ final class Lister {
       walk(java.nio.file.Paths.get(pattern.toUri()), key -> true, (p, key, a) -> {
         Long m = recorded.apply(key);
         long mtime = a.lastModifiedTime().toMillis();
-        return m == null || sameTime(m, mtime, toTheSecond) ? null : entry(p, key, mtime, a.size());
+        if (m == null) {
+          if (entry(p, key, mtime, a.size()) != null) {
+            unseen++;
+          }
+          return null;
+        }
+        return sameTime(m, mtime, toTheSecond) ? null : entry(p, key, mtime, a.size());
       }, out);
       return out;
     }
     for (FileEntry f : list(key -> true)) {
       Long m = recorded.apply(f.key());
-      if (m != null && !sameTime(m, f.mtime, toTheSecond)) {
+      if (m == null) {
+        unseen++;
+      } else if (!sameTime(m, f.mtime, toTheSecond)) {
         out.add(f);
       }
     }

@@ -28,20 +28,40 @@ public final class Rewrites {
    */
   public static String find(SparkSession spark, String metadataPath, String sourcePath, String pathGlobFilter,
       boolean toTheSecond) throws IOException {
+    return check(spark, metadataPath, sourcePath, pathGlobFilter, toTheSecond).get("rewritten").toString();
+  }
+
+  /**
+   * {@code {"rewritten": [...], "unseen": n}}: {@link #find}'s files, and how many files the same listing found
+   * that the index has not (new since its last batch: a run that will write); {@code unseen} is -1 when the
+   * index is empty (nothing was listed).
+   */
+  static ObjectNode check(SparkSession spark, String metadataPath, String sourcePath,
+      String pathGlobFilter, boolean toTheSecond) throws IOException {
     Configuration conf = spark.sessionState().newHadoopConf();
     DiscoveryIndex index = DiscoveryIndex.readOnly(metadataPath, conf,
         spark.sessionState().conf().fileSourceLogCompactInterval());
-    ArrayNode out = JSON.createArrayNode();
+    ObjectNode result = JSON.createObjectNode();
+    ArrayNode out = result.putArray("rewritten");
     if (index.size() == 0) {
-      return out.toString();
+      result.put("unseen", -1);
+      return result;
     }
-    for (FileEntry f : new Lister(sourcePath, conf, pathGlobFilter).changed(index::mtimeOf, toTheSecond)) {
+    Lister lister = new Lister(sourcePath, conf, pathGlobFilter);
+    for (FileEntry f : lister.changed(index::mtimeOf, toTheSecond)) {
       ObjectNode r = out.addObject();
       r.put("path", f.path);
       r.put("ingested_ms", index.mtimeOf(f.key()));
       r.put("mtime_ms", f.mtime);
       r.put("size", f.size);
     }
-    return out.toString();
+    result.put("unseen", lister.unseen);
+    return result;
+  }
+
+  /** {@link #check} as JSON text. */
+  public static String checkJson(SparkSession spark, String metadataPath, String sourcePath, String pathGlobFilter,
+      boolean toTheSecond) throws IOException {
+    return check(spark, metadataPath, sourcePath, pathGlobFilter, toTheSecond).toString();
   }
 }

@@ -1,0 +1,66 @@
+"""What a run starts before its query needs it, on a thread of its own while the query is prepared (the
+source, transform and guards: mostly calls into the JVM from the driver's one Python thread, which leave the
+machine's other cores idle).
+
+For a pipeline whose files are found by sluice's discovery (``source.discovery: index``), a real run that
+does not reset its checkpoint:
+
+1. the rewritten-file check's listing (:func:`spark_jobs.sources.overwrites.list_indexed`: a ``stat`` of every
+   file the index knows), which ``source.on_overwrite`` needs before the query starts and which grows with the
+   landing folder's history; it also counts the files the index has not seen yet;
+2. when there are such files and the table exists, Delta's state of the table
+   (:func:`spark_jobs.sinks.delta_table.warm_state`), which the batch's idempotent write would otherwise
+   compute before writing a row. A run with nothing new does not compute it.
+
+Both only read: a failed listing raises where the check would have run; a failed warm-up is the write's to
+do again."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import Future
+
+from spark_jobs.driver.context import Run
+from spark_jobs.sinks.delta_table import warm_state
+from spark_jobs.sources import overwrites
+from spark_jobs.sources.files import indexed
+
+
+class HeadStart:
+    """The listing started for a run (:func:`start`)."""
+
+    def __init__(self, listing: Future) -> None:
+        self._listing = listing
+
+    def listing(self, run: Run) -> dict | None:
+        """The listing's answer, waited for; None when it no longer describes the run's checkpoint (the run
+        became a reset, or its checkpoint was set aside as replaced): the check then lists again."""
+        if run.job.reset or run.summary.replaced_checkpoint:
+            return None
+        return self._listing.result()
+
+
+def start(run: Run) -> HeadStart | None:
+    """The head start of a real run of an indexed file source, started; None for any other run."""
+    spec, spark = run.spec, run.spark
+    if run.dry_run or run.job.reset or not indexed(spec):
+        return None
+    source_root, checkpoint = spec.source_path(run.settings), run.real.checkpoint
+    table_exists = run.summary.delta_version_before is not None
+    listing: Future = Future()
+
+    def work() -> None:
+        try:
+            listed = overwrites.list_indexed(spark, source_root, checkpoint, spec.source.options)
+        except BaseException as err:  # noqa: BLE001 - raised by listing() in the run's own thread
+            listing.set_exception(err)
+            return
+        listing.set_result(listed)
+        if listed["unseen"] > 0 and table_exists:
+            try:
+                warm_state(spark, run.real.table)
+            except Exception:  # noqa: BLE001 - an optimisation only: the write computes the state itself
+                pass
+
+    threading.Thread(target=work, name="sluice-head-start", daemon=True).start()
+    return HeadStart(listing)
