@@ -7,7 +7,8 @@ does not reset its checkpoint:
 
 1. the rewritten-file check's listing (:func:`spark_jobs.sources.overwrites.list_indexed`: a ``stat`` of every
    file the index knows), which ``source.on_overwrite`` needs before the query starts and which grows with the
-   landing folder's history; it also counts the files the index has not seen yet;
+   landing folder's history; the files it finds that the index has not seen are the query's first listing
+   (handed over in the JVM: the folder is walked once);
 2. when there are such files and the table exists, Delta's state of the table
    (:func:`spark_jobs.sinks.delta_table.warm_state`), which the batch's idempotent write would otherwise
    compute before writing a row. A run with nothing new does not compute it.
@@ -51,7 +52,7 @@ def start(run: Run) -> HeadStart | None:
 
     def work() -> None:
         try:
-            listed = overwrites.list_indexed(spark, source_root, checkpoint, spec.source.options)
+            listed = overwrites.list_indexed(spark, source_root, checkpoint, spec.source.options, hand_over=True)
         except BaseException as err:  # noqa: BLE001 - raised by listing() in the run's own thread
             listing.set_exception(err)
             return

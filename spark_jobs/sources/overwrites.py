@@ -168,13 +168,16 @@ def find_rewritten_indexed(spark, source_root: str, checkpoint: str, options: di
     return sorted(rewritten, key=lambda r: r.path)
 
 
-def list_indexed(spark, source_root: str, checkpoint: str, options: dict) -> dict:
+def list_indexed(spark, source_root: str, checkpoint: str, options: dict, *, hand_over: bool = False) -> dict:
     """The listing behind :func:`find_rewritten_indexed` (jvm/files ``Rewrites.check``): ``rewritten``, the
     files whose time is not the one the index recorded, and ``unseen``, how many files it found that the index
-    has not (-1: an empty index, nothing listed). Reads only: safe on a thread of its own before the query."""
+    has not (-1: an empty index, nothing listed). Reads only: safe on a thread of its own before the query.
+    ``hand_over``: those new files are the first listing of the query's source of this checkpoint (the folder
+    walked once a run; ``listed_before_query`` in its discovery report)."""
     glob_filter = next((str(v) for k, v in options.items() if k.lower() == "pathglobfilter"), None)
     return json.loads(spark._jvm.dev.sluice.files.Rewrites.checkJson(
-        spark._jsparkSession, source_folder(checkpoint), source_root, glob_filter, not is_local_uri(source_root)))
+        spark._jsparkSession, source_folder(checkpoint), source_root, glob_filter, not is_local_uri(source_root),
+        hand_over))
 
 
 def _relative(path: str, root: str) -> str:

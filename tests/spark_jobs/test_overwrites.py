@@ -238,8 +238,14 @@ def test_a_run_with_new_files_computes_the_tables_state_beside_its_preparing_and
     summary = run(spark, spec, lake)
     assert warmed == [spec.sink_path(lake)]
     assert summary["input_rows"] == 1 and summary["overwritten_files"]["paths"] == [str(landed)]
+    # the check's listing was the query's first: the folder walked once, b.json found by it
+    assert summary["discovery"]["listed_before_query"] is True and summary["discovery"]["listings"] == 1
+    assert summary["backlog_before"]["files"] == 1
     assert rows(spark, spec, lake) == [(1, "a"), (2, "b")]
-    assert run(spark, spec, lake, dry_run=True)["input_rows"] == 0 and len(warmed) == 1  # a dry run: none
+    land(lake, "c.json", [(3, "c")])
+    dry = run(spark, spec, lake, dry_run=True)  # a dry run: no head start, its query lists
+    assert (dry["input_rows"], dry["discovery"]["listed_before_query"], len(warmed)) == (1, False, 1)
+    assert run(spark, spec, lake)["input_rows"] == 1 and rows(spark, spec, lake) == [(1, "a"), (2, "b"), (3, "c")]
 
 
 def test_reingest_needs_a_stateless_transform():

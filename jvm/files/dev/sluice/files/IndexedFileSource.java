@@ -39,6 +39,12 @@ public final class IndexedFileSource implements Source, SupportsTriggerAvailable
   private static final Map<String, String> REPORTS = new ConcurrentHashMap<>();
   /** The latest source of each checkpoint in this JVM, until its run asks for its backlog or forgets it. */
   private static final Map<String, IndexedFileSource> LATEST = new ConcurrentHashMap<>();
+  /** A listing made before the query for the source of each checkpoint ({@link #handOver}), until taken. */
+  private static final Map<String, Listed> HANDED = new ConcurrentHashMap<>();
+
+  /** The new files of a listing made for a run before its query, against its index at {@code latestBatch}. */
+  private record Listed(String path, String pathGlobFilter, long latestBatch, List<FileEntry> files, long ms,
+      long requests) {}
 
   private final SparkSession spark;
   private final String metadataPath;
@@ -53,6 +59,8 @@ public final class IndexedFileSource implements Source, SupportsTriggerAvailable
   private final int listsReadAtStart;
   /** What the first listing found new: the backlog when the run started. */
   private ObjectNode backlogBefore;
+  /** Whether the first listing was the one handed over ({@link #handOver}). */
+  private boolean listedBefore;
 
   IndexedFileSource(SparkSession spark, String metadataPath, Layout layout) {
     this.spark = spark;
@@ -90,9 +98,24 @@ public final class IndexedFileSource implements Source, SupportsTriggerAvailable
     }
   }
 
-  /** Drops what {@link #backlogAfter} would have used (a dry run's source, a failed run's). */
+  /** Drops what {@link #backlogAfter} would have used (a dry run's source, a failed run's), and a listing
+   * handed over that no source took. */
   public static void forget(String metadataPath) {
     LATEST.remove(DiscoveryIndex.key(metadataPath));
+    HANDED.remove(DiscoveryIndex.key(metadataPath));
+  }
+
+  /**
+   * The new files (oldest first) that a listing of {@code path} found against the index of this checkpoint
+   * folder at its batch {@code latestBatch} ({@link Rewrites#check}, while the run prepared its query), for
+   * the first listing of the query's source: taken instead of walking the folder again when the source's
+   * index is at that batch and lists the same path with the same filter (else dropped). A file landing in
+   * between is found by the next listing, as one landing after a listing always is.
+   */
+  static void handOver(String metadataPath, String path, String pathGlobFilter, long latestBatch,
+      List<FileEntry> files, long ms, long requests) {
+    HANDED.put(DiscoveryIndex.key(metadataPath),
+        new Listed(path, pathGlobFilter, latestBatch, List.copyOf(files), ms, requests));
   }
 
   private static ObjectNode backlog(List<FileEntry> files) {
@@ -168,6 +191,24 @@ public final class IndexedFileSource implements Source, SupportsTriggerAvailable
   }
 
   private List<FileEntry> listNew() {
+    Listed handed = HANDED.remove(DiscoveryIndex.key(metadataPath));
+    if (handed != null && listings == 0 && handed.latestBatch() == index.latestBatch()
+        && handed.path().equals(layout.path) && java.util.Objects.equals(handed.pathGlobFilter(),
+            layout.pathGlobFilter)) {
+      List<FileEntry> found = new ArrayList<>();
+      for (FileEntry f : handed.files()) {
+        if (!index.contains(f.key())) {
+          found.add(f);
+        }
+      }
+      backlogBefore = backlog(found);
+      backlogBefore.put("listing_ms", handed.ms());
+      listMs += handed.ms();
+      listings++;
+      lister.listRequests += handed.requests();
+      listedBefore = true;
+      return found;
+    }
     long start = System.nanoTime();
     try {
       List<FileEntry> found = lister.list(key -> !index.contains(key));
@@ -224,6 +265,7 @@ public final class IndexedFileSource implements Source, SupportsTriggerAvailable
     r.put("listing_ms", listMs);
     r.put("list_requests", lister.listRequests);
     r.put("batch_lists_read", index.listsRead() - listsReadAtStart);
+    r.put("listed_before_query", listedBefore);
     if (backlogBefore != null) {
       r.set("backlog_before", backlogBefore);
     }

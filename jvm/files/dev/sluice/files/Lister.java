@@ -44,8 +44,11 @@ final class Lister {
    * requests its client counted while listing (S3A's {@code object_list_request}), else the listing calls.
    */
   long listRequests;
-  /** The files {@link #changed} found that the recorded times do not know (found since, not ingested yet). */
-  long unseen;
+  /**
+   * The files {@link #changed} found that the recorded times do not know (found since, not ingested yet), oldest
+   * first: what {@link #list} would call new against the same record.
+   */
+  final List<FileEntry> unseen = new ArrayList<>();
 
   Lister(String path, Configuration conf, String pathGlobFilter) throws IOException {
     Path p = new Path(path);
@@ -236,19 +239,21 @@ final class Lister {
         Long m = recorded.apply(key);
         long mtime = a.lastModifiedTime().toMillis();
         if (m == null) {
-          if (entry(p, key, mtime, a.size()) != null) {
-            unseen++;
+          FileEntry e = entry(p, key, mtime, a.size());
+          if (e != null) {
+            unseen.add(e);
           }
           return null;
         }
         return sameTime(m, mtime, toTheSecond) ? null : entry(p, key, mtime, a.size());
       }, out);
+      unseen.sort(BY_TIME);
       return out;
     }
     for (FileEntry f : list(key -> true)) {
       Long m = recorded.apply(f.key());
       if (m == null) {
-        unseen++;
+        unseen.add(f);
       } else if (!sameTime(m, f.mtime, toTheSecond)) {
         out.add(f);
       }

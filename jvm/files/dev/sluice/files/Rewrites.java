@@ -4,6 +4,7 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import java.io.IOException;
+import java.util.List;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.spark.sql.classic.SparkSession;
 
@@ -28,16 +29,17 @@ public final class Rewrites {
    */
   public static String find(SparkSession spark, String metadataPath, String sourcePath, String pathGlobFilter,
       boolean toTheSecond) throws IOException {
-    return check(spark, metadataPath, sourcePath, pathGlobFilter, toTheSecond).get("rewritten").toString();
+    return check(spark, metadataPath, sourcePath, pathGlobFilter, toTheSecond, false).get("rewritten").toString();
   }
 
   /**
    * {@code {"rewritten": [...], "unseen": n}}: {@link #find}'s files, and how many files the same listing found
    * that the index has not (new since its last batch: a run that will write); {@code unseen} is -1 when the
-   * index is empty (nothing was listed).
+   * index is empty (nothing was listed). With {@code handOver}, those files are kept for the first listing of
+   * the query's source of this checkpoint ({@link IndexedFileSource#handOver}): the folder is walked once.
    */
   static ObjectNode check(SparkSession spark, String metadataPath, String sourcePath,
-      String pathGlobFilter, boolean toTheSecond) throws IOException {
+      String pathGlobFilter, boolean toTheSecond, boolean handOver) throws IOException {
     Configuration conf = spark.sessionState().newHadoopConf();
     DiscoveryIndex index = DiscoveryIndex.readOnly(metadataPath, conf,
         spark.sessionState().conf().fileSourceLogCompactInterval());
@@ -48,20 +50,26 @@ public final class Rewrites {
       return result;
     }
     Lister lister = new Lister(sourcePath, conf, pathGlobFilter);
-    for (FileEntry f : lister.changed(index::mtimeOf, toTheSecond)) {
+    long start = System.nanoTime();
+    List<FileEntry> changed = lister.changed(index::mtimeOf, toTheSecond);
+    if (handOver) {
+      IndexedFileSource.handOver(metadataPath, sourcePath, pathGlobFilter, index.latestBatch(), lister.unseen,
+          (System.nanoTime() - start) / 1_000_000, lister.listRequests);
+    }
+    for (FileEntry f : changed) {
       ObjectNode r = out.addObject();
       r.put("path", f.path);
       r.put("ingested_ms", index.mtimeOf(f.key()));
       r.put("mtime_ms", f.mtime);
       r.put("size", f.size);
     }
-    result.put("unseen", lister.unseen);
+    result.put("unseen", lister.unseen.size());
     return result;
   }
 
   /** {@link #check} as JSON text. */
   public static String checkJson(SparkSession spark, String metadataPath, String sourcePath, String pathGlobFilter,
-      boolean toTheSecond) throws IOException {
-    return check(spark, metadataPath, sourcePath, pathGlobFilter, toTheSecond).toString();
+      boolean toTheSecond, boolean handOver) throws IOException {
+    return check(spark, metadataPath, sourcePath, pathGlobFilter, toTheSecond, handOver).toString();
   }
 }
