@@ -69,15 +69,14 @@ def record_parse(spark: SparkSession, schema: str) -> str | None:
     """The name under which the single pass (:data:`PARSE_CLASS`: the declared columns and the field scan
     in one UDF) is registered for ``schema``, or None: its jar is not on the classpath, or the schema has a
     type it does not hand back (``RecordParse.supports``), which ``from_json`` then parses as before."""
+    name = "sluice_record_parse_" + hashlib.sha1(schema.encode()).hexdigest()[:16]
     try:
-        returned = spark._jvm.dev.sluice.json.RecordParse.returnType(schema)
+        # one call: the return type is made in the JVM (registerJavaFunction parses a type string through
+        # several calls into the JVM and back, ~0.1-0.3 s of a run on a cold driver)
+        registered = spark._jvm.dev.sluice.json.RecordParse.register(spark._jsparkSession, name, schema)
     except Exception:  # noqa: BLE001 - the class is missing (py4j finds a package, not a class)
         return None
-    if returned is None:
-        return None
-    name = "sluice_record_parse_" + hashlib.sha1(schema.encode()).hexdigest()[:16]
-    spark.udf.registerJavaFunction(name, PARSE_CLASS, returned)
-    return name
+    return name if registered else None
 
 
 def _scan_config(spark: SparkSession, names: list[str], options: dict[str, str]) -> str:

@@ -19,6 +19,7 @@ import org.apache.spark.sql.types.BinaryType;
 import org.apache.spark.sql.types.BooleanType;
 import org.apache.spark.sql.types.ByteType;
 import org.apache.spark.sql.types.DataType;
+import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.DateType;
 import org.apache.spark.sql.types.Decimal;
 import org.apache.spark.sql.types.DecimalType;
@@ -82,6 +83,24 @@ public final class RecordParse implements UDF2<String, String, Row> {
     StructType schema = StructType.fromDDL(ddl).asNullable();
     if (!supports(schema)) return null;
     return "struct<present string, rescued string, corrupt boolean, value " + schema.sql() + ">";
+  }
+
+  /**
+   * Registers this UDF in the session as {@code name} for a declared schema (DDL), its return type made here:
+   * one call from the driver's Python (PySpark's {@code registerJavaFunction} parses a type string through
+   * several calls into the JVM and back). Returns false, registering nothing, when {@link #supports} refuses a
+   * type in the schema.
+   */
+  public static boolean register(org.apache.spark.sql.classic.SparkSession spark, String name, String ddl) {
+    StructType schema = StructType.fromDDL(ddl).asNullable();
+    if (!supports(schema)) return false;
+    StructType returned = new StructType()
+        .add("present", DataTypes.StringType)
+        .add("rescued", DataTypes.StringType)
+        .add("corrupt", DataTypes.BooleanType)
+        .add("value", schema);
+    spark.udf().registerJava(name, RecordParse.class.getName(), returned);
+    return true;
   }
 
   /** The types whose values this UDF hands back exactly through a Java UDF's external types. */
