@@ -98,8 +98,10 @@ public final class IndexedFileSource implements Source, SupportsTriggerAvailable
     }
   }
 
-  /** Drops what {@link #backlogAfter} would have used (a dry run's source, a failed run's), and a listing
-   * handed over that no source took. */
+  /**
+   * Drops what {@link #backlogAfter} would have used (a dry run's source, a failed run's), and a listing handed
+   * over that no source took ({@link #handOver}).
+   */
   public static void forget(String metadataPath) {
     LATEST.remove(DiscoveryIndex.key(metadataPath));
     HANDED.remove(DiscoveryIndex.key(metadataPath));

@@ -227,8 +227,9 @@ final class Lister {
 
   /**
    * The files whose time differs from the one {@code recorded} gives for their key (null: a file not recorded,
-   * left out and counted in {@link #unseen}), to the millisecond or {@code toTheSecond}. On a local disk without a glob, a walk that makes a
-   * file's name into a URL only when it differs; elsewhere, the listing of every file.
+   * left out and kept in {@link #unseen}), to the millisecond or {@code toTheSecond}. On a local disk without a
+   * glob, a walk that makes a file's name into a URL only when it differs or is unseen; elsewhere, the listing
+   * of every file.
    */
   List<FileEntry> changed(java.util.function.Function<String, Long> recorded, boolean toTheSecond)
       throws IOException {
