@@ -13,6 +13,10 @@ does not reset its checkpoint:
    (:func:`spark_jobs.sinks.delta_table.warm_state`), which the batch's idempotent write would otherwise
    compute before writing a row. A run with nothing new does not compute it.
 
+For a Kafka source, whose backlog is asked of its brokers on a thread of its own beside the query's start
+(:mod:`spark_jobs.run.backlog`): once it says records wait and the table exists, Delta's state of the table
+is computed beside the query as well (:func:`warm_when_waiting`).
+
 Both only read: a failed listing raises where the check would have run; a failed warm-up is the write's to
 do again."""
 
@@ -65,3 +69,25 @@ def start(run: Run) -> HeadStart | None:
 
     threading.Thread(target=work, name="sluice-head-start", daemon=True).start()
     return HeadStart(listing)
+
+
+def warm_when_waiting(run: Run, measured: dict | Future | None) -> None:
+    """Delta's state of the table computed on a thread of its own once a Kafka source's backlog, being
+    measured (a Future: :func:`spark_jobs.run.backlog.before_query`), says records wait; nothing for a dry run,
+    a reset, a table not made yet, or any other source."""
+    if not isinstance(measured, Future) or run.dry_run or run.job.reset or run.summary.delta_version_before is None:
+        return
+    spark, table = run.spark, run.real.table
+
+    def warm() -> None:
+        try:
+            warm_state(spark, table)
+        except Exception:  # noqa: BLE001 - an optimisation only: the write computes the state itself
+            pass
+
+    def when_measured(done: Future) -> None:
+        # on a thread of its own: a Future already done calls this in the run's own thread
+        if not done.cancelled() and done.exception() is None and (done.result().get("offsets") or 0) > 0:
+            threading.Thread(target=warm, name="sluice-warm-table", daemon=True).start()
+
+    measured.add_done_callback(when_measured)

@@ -104,6 +104,7 @@ def run_pipeline(spark: SparkSession, spec: PipelineSpec, settings: Settings, jo
             if cleans:
                 archive.check_folders(spec, settings)  # before anything runs: a bad archive_dir is an error
             measured = backlog.before_query(spec, settings)  # or the query's own listing (spark_jobs.run.backlog)
+            head_start.warm_when_waiting(run, measured)  # Kafka: Delta's state, once records are known to wait
             _run_query(run)
             summary.backlog_before = backlog.after_query(spec, settings, summary.discovery, measured, summary.error)
             if cleans and not job.dry_run and summary.error is None:

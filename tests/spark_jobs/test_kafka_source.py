@@ -44,7 +44,17 @@ def ids(spark, spec, lake) -> list[int]:
     return sorted(r.id for r in table(spark, spec, lake).select("id").collect())
 
 
-def test_runs_ingest_exactly_the_new_records_with_per_partition_offsets(spark, lake, kafka_broker):
+def test_runs_ingest_exactly_the_new_records_with_per_partition_offsets(spark, lake, kafka_broker, monkeypatch):
+    from spark_jobs.run import head_start
+
+    warmed = []  # Delta's state of the table computed beside the query once the backlog says records wait
+
+    def warm_state(session, path):
+        warmed.append(path)
+        real_warm_state(session, path)
+
+    real_warm_state = head_start.warm_state
+    monkeypatch.setattr(head_start, "warm_state", warm_state)
     bootstrap = kafka_broker.bootstrap_servers
     topic = new_topic(bootstrap, partitions=3)
     spec = make_spec(kafka_spec("k_incremental", bootstrap, topic))
@@ -63,9 +73,16 @@ def test_runs_ingest_exactly_the_new_records_with_per_partition_offsets(spark, l
     assert second["delta_version_before"] == second["delta_version_after"] == 0
     assert delta_version(spec.sink_path(lake)) == 0  # no new Delta commit, as delta-rs reads the table
 
+    assert warmed == []  # no table before the first run; nothing waiting before the second
+
     produce(bootstrap, topic, range(30, 42))
     third = run(spark, spec, lake)
     assert (third["input_rows"], third["delta_version_after"]) == (12, 1)
+    assert third["backlog_before"]["offsets"] == 12
+    deadline = time.monotonic() + 10  # the measurement's callback starts it after handing its result over
+    while not warmed and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert warmed == [spec.sink_path(lake)]
     source = third["micro_batches"][0]["sources"][0]
     assert source["start_offset"] == {topic: after_first}
     assert source["end_offset"] == {topic: end_offsets(bootstrap, topic)}
