@@ -62,10 +62,7 @@ def start(run: Run) -> HeadStart | None:
             return
         listing.set_result(listed)
         if listed["unseen"] > 0 and table_exists:
-            try:
-                warm_state(spark, run.real.table)
-            except Exception:  # noqa: BLE001 - an optimisation only: the write computes the state itself
-                pass
+            _warm(spark, run.real.table)
 
     threading.Thread(target=work, name="sluice-head-start", daemon=True).start()
     return HeadStart(listing)
@@ -79,15 +76,17 @@ def warm_when_waiting(run: Run, measured: dict | Future | None) -> None:
         return
     spark, table = run.spark, run.real.table
 
-    def warm() -> None:
-        try:
-            warm_state(spark, table)
-        except Exception:  # noqa: BLE001 - an optimisation only: the write computes the state itself
-            pass
-
     def when_measured(done: Future) -> None:
         # on a thread of its own: a Future already done calls this in the run's own thread
         if not done.cancelled() and done.exception() is None and (done.result().get("offsets") or 0) > 0:
-            threading.Thread(target=warm, name="sluice-warm-table", daemon=True).start()
+            threading.Thread(target=_warm, args=(spark, table), name="sluice-warm-table", daemon=True).start()
 
     measured.add_done_callback(when_measured)
+
+
+def _warm(spark, table: str) -> None:
+    """:func:`warm_state`, its failure ignored: an optimisation only, the write computes the state itself."""
+    try:
+        warm_state(spark, table)
+    except Exception:  # noqa: BLE001 - see above
+        pass

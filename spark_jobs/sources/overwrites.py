@@ -175,7 +175,7 @@ def list_indexed(spark, source_root: str, checkpoint: str, options: dict, *, han
     ``hand_over``: those new files are the first listing of the query's source of this checkpoint (the folder
     walked once a run; ``listed_before_query`` in its discovery report)."""
     glob_filter = next((str(v) for k, v in options.items() if k.lower() == "pathglobfilter"), None)
-    return json.loads(spark._jvm.dev.sluice.files.Rewrites.checkJson(
+    return json.loads(spark._jvm.dev.sluice.files.Rewrites.check(
         spark._jsparkSession, source_folder(checkpoint), source_root, glob_filter, not is_local_uri(source_root),
         hand_over))
 

@@ -23,23 +23,15 @@ public final class Rewrites {
   private Rewrites() {}
 
   /**
-   * {@code [{"path", "ingested_ms", "mtime_ms", "size"}]}: the files under {@code sourcePath} whose time
-   * differs from the index's for the checkpoint folder {@code metadataPath} ({@code .../sources/0}), to the
-   * millisecond, or to the second when {@code toTheSecond} (an object store's Last-Modified).
-   */
-  public static String find(SparkSession spark, String metadataPath, String sourcePath, String pathGlobFilter,
-      boolean toTheSecond) throws IOException {
-    return check(spark, metadataPath, sourcePath, pathGlobFilter, toTheSecond, false).get("rewritten").toString();
-  }
-
-  /**
-   * {@code {"rewritten": [...], "unseen": n}}: {@link #find}'s files, and how many files the same listing found
-   * that the index has not (new since its last batch: a run that will write); {@code unseen} is -1 when the
-   * index is empty (nothing was listed). With {@code handOver}, those files are kept for the first listing of
+   * {@code {"rewritten": [{"path", "ingested_ms", "mtime_ms", "size"}], "unseen": n}} as JSON text: the files
+   * under {@code sourcePath} whose time differs from the index's for the checkpoint folder {@code metadataPath}
+   * ({@code .../sources/0}), to the millisecond, or to the second when {@code toTheSecond} (an object store's
+   * Last-Modified); and how many files the same listing found that the index has not (new since its last
+   * batch: a run that will write); {@code unseen} is -1 when the index is empty (nothing was listed). With {@code handOver}, those files are kept for the first listing of
    * the query's source of this checkpoint ({@link IndexedFileSource#handOver}): the folder is walked once.
    */
-  static ObjectNode check(SparkSession spark, String metadataPath, String sourcePath,
-      String pathGlobFilter, boolean toTheSecond, boolean handOver) throws IOException {
+  public static String check(SparkSession spark, String metadataPath, String sourcePath, String pathGlobFilter,
+      boolean toTheSecond, boolean handOver) throws IOException {
     Configuration conf = spark.sessionState().newHadoopConf();
     DiscoveryIndex index = DiscoveryIndex.readOnly(metadataPath, conf,
         spark.sessionState().conf().fileSourceLogCompactInterval());
@@ -47,7 +39,7 @@ public final class Rewrites {
     ArrayNode out = result.putArray("rewritten");
     if (index.size() == 0) {
       result.put("unseen", -1);
-      return result;
+      return result.toString();
     }
     Lister lister = new Lister(sourcePath, conf, pathGlobFilter);
     long start = System.nanoTime();
@@ -64,12 +56,6 @@ public final class Rewrites {
       r.put("size", f.size);
     }
     result.put("unseen", lister.unseen.size());
-    return result;
-  }
-
-  /** {@link #check} as JSON text. */
-  public static String checkJson(SparkSession spark, String metadataPath, String sourcePath, String pathGlobFilter,
-      boolean toTheSecond, boolean handOver) throws IOException {
-    return check(spark, metadataPath, sourcePath, pathGlobFilter, toTheSecond, handOver).toString();
+    return result.toString();
   }
 }

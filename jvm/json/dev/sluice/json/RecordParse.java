@@ -54,7 +54,7 @@ import org.apache.spark.unsafe.types.UTF8String;
  * corrupt boolean, value struct<declared...>>}: {@code present} and {@code rescued} as {@link FieldScan}
  * gives them (both null when the text is not one JSON object), {@code value} and {@code corrupt} as
  * {@code from_json} gives the row and whether its corrupt-record column is set ({@code value} null where
- * {@code from_json} gives null); {@link #returnType} gives the type for a schema.
+ * {@code from_json} gives null); {@link #register} registers it with that type for a schema.
  */
 public final class RecordParse implements UDF2<String, String, Row> {
   private static final long serialVersionUID = 1L;
@@ -76,13 +76,6 @@ public final class RecordParse implements UDF2<String, String, Row> {
       JSONOptions json = new JSONOptions(FieldScan.scalaMap(options), parts[1], "_corrupt_record");
       parser = new JacksonParser(schema, json, false, JacksonParser.$lessinit$greater$default$4());
     }
-  }
-
-  /** The UDF's return type for a declared schema (DDL), or null when {@link #supports} refuses a type in it. */
-  public static String returnType(String ddl) {
-    StructType schema = StructType.fromDDL(ddl).asNullable();
-    if (!supports(schema)) return null;
-    return "struct<present string, rescued string, corrupt boolean, value " + schema.sql() + ">";
   }
 
   /**
