@@ -11,7 +11,8 @@ does not reset its checkpoint:
    (handed over in the JVM: the folder is walked once);
 2. when there are such files and the table exists, Delta's state of the table
    (:func:`spark_jobs.sinks.delta_table.warm_state`), which the batch's idempotent write would otherwise
-   compute before writing a row. A run with nothing new does not compute it.
+   compute before writing a row: started on a thread of its own as soon as the listing meets the first new
+   file. A run with nothing new does not compute it.
 
 For a Kafka source, whose backlog is asked of its brokers on a thread of its own beside the query's start
 (:mod:`spark_jobs.run.backlog`): once it says records wait and the table exists, Delta's state of the table
@@ -53,18 +54,32 @@ def start(run: Run) -> HeadStart | None:
     source_root, checkpoint = spec.source_path(run.settings), run.real.checkpoint
     table_exists = run.summary.delta_version_before is not None
     listing: Future = Future()
+    # completed by the listing at the first new file it meets: the table's state is started then, not after
+    # the listing has looked at every file the index knows
+    first_unseen = spark._jvm.java.util.concurrent.CompletableFuture() if table_exists else None
 
     def work() -> None:
         try:
-            listed = overwrites.list_indexed(spark, source_root, checkpoint, spec.source.options, hand_over=True)
+            listed = overwrites.list_indexed(spark, source_root, checkpoint, spec.source.options, hand_over=True,
+                                             first_unseen=first_unseen)
         except BaseException as err:  # noqa: BLE001 - raised by listing() in the run's own thread
+            if first_unseen is not None:
+                first_unseen.complete(False)  # the JVM's listing may never have started
             listing.set_exception(err)
             return
         listing.set_result(listed)
-        if listed["unseen"] > 0 and table_exists:
+
+    def warm() -> None:
+        try:
+            found = first_unseen.get()
+        except Exception:  # noqa: BLE001 - an optimisation only: the write computes the state itself
+            return
+        if found:
             _warm(spark, run.real.table)
 
     threading.Thread(target=work, name="sluice-head-start", daemon=True).start()
+    if first_unseen is not None:
+        threading.Thread(target=warm, name="sluice-warm-table", daemon=True).start()
     return HeadStart(listing)
 
 

@@ -102,6 +102,9 @@ def txn_version(path: str, app_id: str) -> int | None:
         return None
 
 
+# The state is a few thousand actions of a wide schema: compiling Java code for its projections costs a cold
+# driver seconds that interpreting them never does (docs/performance.md)
+INTERPRETED = {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
 
 
 def warm_state(spark: SparkSession, path: str) -> None:
@@ -110,11 +113,25 @@ def warm_state(spark: SparkSession, path: str) -> None:
     whole state of the table, rebuilt by three Spark jobs that a cold driver spends seconds compiling, not
     from the version's checksum. Called on a thread of its own while the run prepares its query: the write
     asks the same snapshot (Delta caches a table's log and its latest snapshot per session's JVM) and waits
-    for this computation rather than starting its own; a commit in between only makes it wasted work."""
+    for this computation rather than starting its own; a commit in between only makes it wasted work. Computed
+    in a copy of the run's session whose expressions are interpreted (:data:`INTERPRETED`): the caller's
+    session and its settings are as they were."""
     jvm = spark._jvm
-    log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path)
-    none = jvm.scala.Option.empty()
-    log.update(False, none, none).transactions()
+    sessions = jvm.org.apache.spark.sql.SparkSession
+    session = spark._jsparkSession.cloneSession()  # the run's settings, its expressions interpreted
+    for key, value in INTERPRETED.items():
+        session.conf().set(key, value)
+    before = sessions.getActiveSession()
+    sessions.setActiveSession(session)  # the calling thread's: Delta's jobs run in the active session
+    try:
+        log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(session, path)
+        none = jvm.scala.Option.empty()
+        log.update(False, none, none).transactions()
+    finally:
+        if before.isDefined():
+            sessions.setActiveSession(before.get())
+        else:
+            sessions.clearActiveSession()
 
 
 def json_object(text: str | None) -> dict[str, Any]:

@@ -206,12 +206,16 @@ def test_with_the_discovery_index_the_check_reads_its_times_and_finds_what_the_l
     # the same listing counts the files the index has not seen (new input: one; a hidden name is no input), and
     # its answer handed in is the check's
     land(lake, "_hidden.json", [(98, "h")])
-    listed = list_indexed(spark, spec.source_path(lake), checkpoint, {})
+    futures = [spark._jvm.java.util.concurrent.CompletableFuture() for _ in range(3)]
+    listed = list_indexed(spark, spec.source_path(lake), checkpoint, {}, first_unseen=futures[0])
     assert listed["unseen"] == 1 and len(listed["rewritten"]) == 3
-    assert list_indexed(spark, spec.source_path(lake), checkpoint, {"pathGlobFilter": "f*"})["unseen"] == 0
+    assert list_indexed(spark, spec.source_path(lake), checkpoint, {"pathGlobFilter": "f*"},
+                        first_unseen=futures[1])["unseen"] == 0
     assert find_rewritten_indexed(spark, spec.source_path(lake), checkpoint, {}, listed=listed) == indexed
-    assert list_indexed(spark, spec.source_path(lake), str(lake.checkpoint_root / "none"), {}) == \
-        {"rewritten": [], "unseen": -1}
+    assert list_indexed(spark, spec.source_path(lake), str(lake.checkpoint_root / "none"), {},
+                        first_unseen=futures[2]) == {"rewritten": [], "unseen": -1}
+    # the future the head start waits on: true once a new file is met, false when the listing found none
+    assert [f.getNow(None) for f in futures] == [True, False, False]
 
 
 def test_a_run_with_new_files_computes_the_tables_state_beside_its_preparing_and_one_without_does_not(
@@ -246,6 +250,30 @@ def test_a_run_with_new_files_computes_the_tables_state_beside_its_preparing_and
     dry = run(spark, spec, lake, dry_run=True)  # a dry run: no head start, its query lists
     assert (dry["input_rows"], dry["discovery"]["listed_before_query"], len(warmed)) == (1, False, 1)
     assert run(spark, spec, lake)["input_rows"] == 1 and rows(spark, spec, lake) == [(1, "a"), (2, "b"), (3, "c")]
+
+
+def test_the_tables_state_is_computed_in_a_copy_of_the_session_the_caller_keeps_its_own(spark, lake):
+    # warm_state interprets the state's expressions in a copy of the session (spark_jobs.sinks.delta_table):
+    # Delta's snapshot is computed, and the caller's session, its settings and the thread's active session
+    # are as they were
+    from spark_jobs.sinks.delta_table import warm_state
+
+    spec = spec_of()
+    land(lake, "a.json", [(1, "a")])
+    run(spark, spec, lake)
+    jvm, key = spark._jvm, "spark.sql.codegen.factoryMode"
+    delta_log = jvm.org.apache.spark.sql.delta.DeltaLog
+    delta_log.clearCache()  # the run's own snapshot may be computed already
+    before = spark.conf.get(key)
+    spark.conf.set(key, "FALLBACK")
+    try:
+        warm_state(spark, spec.sink_path(lake))
+        assert spark.conf.get(key) == "FALLBACK"
+        assert jvm.org.apache.spark.sql.SparkSession.getActiveSession().get().equals(spark._jsparkSession)
+    finally:
+        spark.conf.set(key, before)
+    snapshot = delta_log.forTable(spark._jsparkSession, spec.sink_path(lake)).unsafeVolatileSnapshot()
+    assert snapshot._computedStateTriggered() is True
 
 
 def test_reingest_needs_a_stateless_transform():

@@ -5,6 +5,7 @@ import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import java.io.IOException;
 import java.util.List;
+import java.util.concurrent.CompletableFuture;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.spark.sql.classic.SparkSession;
 
@@ -29,9 +30,24 @@ public final class Rewrites {
    * Last-Modified); and how many files the same listing found that the index has not (new since its last
    * batch: a run that will write); {@code unseen} is -1 when the index is empty (nothing was listed). With {@code handOver}, those files are kept for the first listing of
    * the query's source of this checkpoint ({@link IndexedFileSource#handOver}): the folder is walked once.
+   * {@code firstUnseen} (may be null) is completed with true as soon as the listing meets a file the index has
+   * not seen, before the rest of the folder is looked at, and with false when it found none or failed: work that
+   * only a run with new files needs can start that much sooner.
    */
   public static String check(SparkSession spark, String metadataPath, String sourcePath, String pathGlobFilter,
-      boolean toTheSecond, boolean handOver) throws IOException {
+      boolean toTheSecond, boolean handOver, CompletableFuture<Boolean> firstUnseen) throws IOException {
+    try {
+      return check(spark, metadataPath, sourcePath, pathGlobFilter, toTheSecond, handOver,
+          firstUnseen == null ? () -> {} : () -> firstUnseen.complete(true));
+    } finally {
+      if (firstUnseen != null) {
+        firstUnseen.complete(false); // nothing unseen, or the listing failed: a no-op once completed with true
+      }
+    }
+  }
+
+  private static String check(SparkSession spark, String metadataPath, String sourcePath, String pathGlobFilter,
+      boolean toTheSecond, boolean handOver, Runnable onUnseen) throws IOException {
     Configuration conf = spark.sessionState().newHadoopConf();
     DiscoveryIndex index = DiscoveryIndex.readOnly(metadataPath, conf,
         spark.sessionState().conf().fileSourceLogCompactInterval());
@@ -43,7 +59,7 @@ public final class Rewrites {
     }
     Lister lister = new Lister(sourcePath, conf, pathGlobFilter);
     long start = System.nanoTime();
-    List<FileEntry> changed = lister.changed(index::mtimeOf, toTheSecond);
+    List<FileEntry> changed = lister.changed(index::mtimeOf, toTheSecond, onUnseen);
     if (handOver) {
       IndexedFileSource.handOver(metadataPath, sourcePath, pathGlobFilter, index.latestBatch(), lister.unseen,
           (System.nanoTime() - start) / 1_000_000, lister.listRequests);
