@@ -6,13 +6,15 @@ For a pipeline whose files are found by sluice's discovery (``source.discovery: 
 does not reset its checkpoint:
 
 1. the rewritten-file check's listing (:func:`spark_jobs.sources.overwrites.list_indexed`: a ``stat`` of every
-   file the index knows), which ``source.on_overwrite`` needs before the query starts and which grows with the
-   landing folder's history; the files it finds that the index has not seen are the query's first listing
-   (handed over in the JVM: the folder is walked once);
+   file the index knows), which grows with the landing folder's history. The files it finds that the index has
+   not seen are the query's first listing, handed over in the JVM as soon as they are known (on a local disk
+   from a walk of the folder's names, before the ``stat`` of the files ingested before): the query waits for
+   those, not for the check. ``on_overwrite: fail`` and ``reingest`` need the check's answer before the query;
+   ``warn``'s report takes it after the query (:mod:`spark_jobs.run.overwrite_check`);
 2. when there are such files and the table exists, Delta's state of the table
    (:func:`spark_jobs.sinks.delta_table.warm_state`), which the batch's idempotent write would otherwise
-   compute before writing a row: started on a thread of its own as soon as the listing meets the first new
-   file. A run with nothing new does not compute it.
+   compute before writing a row: started on a thread of its own as soon as the new files are known. A run
+   with nothing new does not compute it.
 
 For a Kafka source, whose backlog is asked of its brokers on a thread of its own beside the query's start
 (:mod:`spark_jobs.run.backlog`): once it says records wait and the table exists, Delta's state of the table
@@ -35,15 +37,29 @@ from spark_jobs.sources.files import indexed
 class HeadStart:
     """The listing started for a run (:func:`start`)."""
 
-    def __init__(self, listing: Future) -> None:
+    def __init__(self, listing: Future, found) -> None:
         self._listing = listing
+        self._found = found
+
+    def describes(self, run: Run) -> bool:
+        """Whether the listing still describes the run's checkpoint: not when the run became a reset, or its
+        checkpoint was set aside as replaced (the check then lists again)."""
+        return not (run.job.reset or run.summary.replaced_checkpoint)
 
     def listing(self, run: Run) -> dict | None:
-        """The listing's answer, waited for; None when it no longer describes the run's checkpoint (the run
-        became a reset, or its checkpoint was set aside as replaced): the check then lists again."""
-        if run.job.reset or run.summary.replaced_checkpoint:
+        """The listing's answer, waited for; None when it no longer describes the run's checkpoint."""
+        return self._listing.result() if self.describes(run) else None
+
+    def later(self, run: Run) -> Future | None:
+        """The listing's answer to come, once its new files are known and handed over to the query's source
+        (waited for here: the query's first listing is then the handed one); None as :meth:`listing`."""
+        if not self.describes(run):
             return None
-        return self._listing.result()
+        try:
+            self._found.get()  # completed by the JVM's listing, whatever its outcome; a failure is listing()'s
+        except Exception:  # noqa: BLE001 - the listing's own error comes with its answer
+            pass
+        return self._listing
 
 
 def start(run: Run) -> HeadStart | None:
@@ -54,33 +70,32 @@ def start(run: Run) -> HeadStart | None:
     source_root, checkpoint = spec.source_path(run.settings), run.real.checkpoint
     table_exists = run.summary.delta_version_before is not None
     listing: Future = Future()
-    # completed by the listing at the first new file it meets: the table's state is started then, not after
-    # the listing has looked at every file the index knows
-    first_unseen = spark._jvm.java.util.concurrent.CompletableFuture() if table_exists else None
+    # completed by the listing with the count of new files once it knows them (on a local disk, from the
+    # folder's names), before it looks at the times of every file the index knows: the table's state starts then
+    found = spark._jvm.java.util.concurrent.CompletableFuture()
 
     def work() -> None:
         try:
             listed = overwrites.list_indexed(spark, source_root, checkpoint, spec.source.options, hand_over=True,
-                                             first_unseen=first_unseen)
+                                             found=found)
         except BaseException as err:  # noqa: BLE001 - raised by listing() in the run's own thread
-            if first_unseen is not None:
-                first_unseen.complete(False)  # the JVM's listing may never have started
+            found.complete(-1)  # the JVM's listing may never have started
             listing.set_exception(err)
             return
         listing.set_result(listed)
 
     def warm() -> None:
         try:
-            found = first_unseen.get()
+            unseen = found.get()
         except Exception:  # noqa: BLE001 - an optimisation only: the write computes the state itself
             return
-        if found:
+        if unseen > 0:
             _warm(spark, run.real.table)
 
     threading.Thread(target=work, name="sluice-head-start", daemon=True).start()
-    if first_unseen is not None:
+    if table_exists:
         threading.Thread(target=warm, name="sluice-warm-table", daemon=True).start()
-    return HeadStart(listing)
+    return HeadStart(listing, found)
 
 
 def warm_when_waiting(run: Run, measured: dict | Future | None) -> None:

@@ -35,7 +35,7 @@ from spark_jobs.driver.errors import describe_error
 from spark_jobs.driver.job import JobFailed, JobRecord
 from spark_jobs.driver.progress import ProgressCollector
 from spark_jobs.quality.quarantine import quarantine_pending
-from spark_jobs.run import backlog, clean_source, head_start
+from spark_jobs.run import backlog, clean_source, head_start, overwrite_check
 from spark_jobs.run.report import COUNTS, Ran, ran_batches, totals
 from spark_jobs.sinks import checkpoint_files, guards, names, schema_evolution
 from spark_jobs.sinks.delta_table import (
@@ -47,7 +47,6 @@ from spark_jobs.sources import archive, overwrites
 from spark_jobs.sources.files import (
     discovery_report,
     explain_delta_failure,
-    indexed,
     read_stream,
 )
 from spark_jobs.sources.inference import source_schema
@@ -191,7 +190,7 @@ def _run_query(run: Run) -> None:
     target_table, target_checkpoint, quarantine = run.target.table, run.target.checkpoint, run.target.quarantine
     collector = ProgressCollector(query_name=spec.name)
     query = writer = new_table = None
-    reingest = False
+    checked = overwrite_check.Checked()
     phases, mark = summary.phases_s, time.monotonic()
     head = head_start.start(run)  # the rewritten-file check's listing, and Delta's state, beside the preparing
     spark.streams.addListener(collector)
@@ -251,7 +250,7 @@ def _run_query(run: Run) -> None:
         # a batch planned but not marked done in the checkpoint, whose transaction the table already has
         # (a crash between the two commits): skip it without reading its input
         committed = _committed_replay(spark, target_checkpoint, target_table, target.app_id)
-        reingest = _check_overwrites(run, target, committed, head)
+        checked = overwrite_check.check(run, target, committed, head)
         phases["prepare"], mark = round(time.monotonic() - mark, 3), time.monotonic()
         if stateful and spec.parses_records():
             # an aggregation's output rows are not input records: a companion query, with its own checkpoint
@@ -272,6 +271,7 @@ def _run_query(run: Run) -> None:
             query_name=spec.name, mode=output_mode(spec),
         )
         query.awaitTermination()  # raises StreamingQueryException if the query failed
+        checked.finish()  # on_overwrite: warn's report, its listing done beside the query
         if new_table is not None:
             guards.create_if_missing(spark, spec, target_table, new_table)  # no batch wrote: created empty
         if evolve:
@@ -295,6 +295,7 @@ def _run_query(run: Run) -> None:
     except (PipelineBusy, guards.GuardRefused):
         raise
     except Exception as err:  # noqa: BLE001 - every failure becomes the summary's error, raised by the caller
+        checked.finish(quietly=True)
         failure = writer.failure if writer is not None else None  # the batch's own error, not Spark's wrapper
         summary.error = describe_error(failure or err)
         if isinstance(spec.source, KafkaSource):
@@ -320,7 +321,7 @@ def _run_query(run: Run) -> None:
         added = sorted(s["schema_version"] for s in writer.stats.values() if "schema_version" in s)
         if added:
             summary.schema_versions_added = [*(summary.schema_versions_added or []), *added]
-        if reingest and summary.error is None:
+        if checked.reingest and summary.error is None:
             mark = time.monotonic()
             _run_reingest(run, target)
             phases["reingest"] = round(time.monotonic() - mark, 3)
@@ -362,41 +363,6 @@ def _upstream_plan(run: Run) -> upstream.Plan | None:
     state = log_state(table)
     columns = state["columns"] if state is not None else (guards.table_state(run.spark, table) or {}).get("columns")
     return upstream.plan(spec, spec.source_path(run.settings), run.real.checkpoint, table, columns)
-
-
-def _check_overwrites(run: Run, target: Target, committed: set[int], head: head_start.HeadStart | None) -> bool:
-    """Report the landing files rewritten since they were ingested (``overwritten_files``); with
-    ``on_overwrite: fail`` refuse the run, with ``reingest`` copy each new version for the companion query.
-    ``committed``: the pending batch when the table already has it (:func:`_committed_replay`). Returns
-    whether the companion query has copies to ingest (:mod:`spark_jobs.sources.overwrites`). ``head``: the
-    run's head start, whose listing is the check's when it still describes the checkpoint."""
-    spec, summary = run.spec, run.summary
-    if not isinstance(spec.source, FileSource):
-        return False
-    action, checkpoint = spec.source.on_overwrite, target.checkpoint
-    source_root = spec.source_path(run.settings)
-    # a batch planned but not written (a crash before its Delta commit) is read again by this run, as its files
-    # are now: a file of it rewritten since is not an overwrite (its new content is what the replay writes)
-    pending = Checkpoint(checkpoint).pending_batch()
-    rereading = pending if pending is not None and pending not in committed else None
-    if indexed(spec):
-        rewritten = overwrites.find_rewritten_indexed(run.spark, source_root, checkpoint, spec.source.options,
-                                                      rereading=rereading, listed=head and head.listing(run))
-    else:
-        rewritten = overwrites.find_rewritten(source_root, checkpoint, rereading=rereading)
-    summary.overwritten_files = overwrites.report(rewritten, action)
-    if rewritten and action == "fail":
-        raise OverwrittenFiles(overwrites.fail_message(rewritten))
-    if action != "reingest":
-        return False
-    overwrites.delete_ingested_copies(checkpoint)  # left by a run that died between a commit and the clean-up
-    if rewritten:
-        summary.overwritten_files["copied"] = len(overwrites.stage_copies(source_root, checkpoint, rewritten))
-    return overwrites.pending_copies(checkpoint)
-
-
-class OverwrittenFiles(RuntimeError):
-    """``on_overwrite: fail`` and landing files were rewritten after they were ingested."""
 
 
 def _run_reingest(run: Run, target: Target) -> None:

@@ -169,17 +169,18 @@ def find_rewritten_indexed(spark, source_root: str, checkpoint: str, options: di
 
 
 def list_indexed(spark, source_root: str, checkpoint: str, options: dict, *, hand_over: bool = False,
-                 first_unseen=None) -> dict:
+                 found=None) -> dict:
     """The listing behind :func:`find_rewritten_indexed` (jvm/files ``Rewrites.check``): ``rewritten``, the
     files whose time is not the one the index recorded, and ``unseen``, how many files it found that the index
     has not (-1: an empty index, nothing listed). Reads only: safe on a thread of its own before the query.
     ``hand_over``: those new files are the first listing of the query's source of this checkpoint (the folder
-    walked once a run; ``listed_before_query`` in its discovery report). ``first_unseen``: a JVM
-    ``CompletableFuture`` completed with true as soon as the listing meets a new file, else false at its end."""
+    walked once a run; ``listed_before_query`` in its discovery report). ``found``: a JVM ``CompletableFuture``
+    completed with ``unseen`` as soon as the new files are known (and handed over), before the times of the
+    files ingested before are looked at; -1 for an empty index or a failed listing."""
     glob_filter = next((str(v) for k, v in options.items() if k.lower() == "pathglobfilter"), None)
     return json.loads(spark._jvm.dev.sluice.files.Rewrites.check(
         spark._jsparkSession, source_folder(checkpoint), source_root, glob_filter, not is_local_uri(source_root),
-        hand_over, first_unseen))
+        hand_over, found))
 
 
 def _relative(path: str, root: str) -> str:

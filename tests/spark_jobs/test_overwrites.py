@@ -207,15 +207,15 @@ def test_with_the_discovery_index_the_check_reads_its_times_and_finds_what_the_l
     # its answer handed in is the check's
     land(lake, "_hidden.json", [(98, "h")])
     futures = [spark._jvm.java.util.concurrent.CompletableFuture() for _ in range(3)]
-    listed = list_indexed(spark, spec.source_path(lake), checkpoint, {}, first_unseen=futures[0])
+    listed = list_indexed(spark, spec.source_path(lake), checkpoint, {}, found=futures[0])
     assert listed["unseen"] == 1 and len(listed["rewritten"]) == 3
     assert list_indexed(spark, spec.source_path(lake), checkpoint, {"pathGlobFilter": "f*"},
-                        first_unseen=futures[1])["unseen"] == 0
+                        found=futures[1])["unseen"] == 0
     assert find_rewritten_indexed(spark, spec.source_path(lake), checkpoint, {}, listed=listed) == indexed
     assert list_indexed(spark, spec.source_path(lake), str(lake.checkpoint_root / "none"), {},
-                        first_unseen=futures[2]) == {"rewritten": [], "unseen": -1}
-    # the future the head start waits on: true once a new file is met, false when the listing found none
-    assert [f.getNow(None) for f in futures] == [True, False, False]
+                        found=futures[2]) == {"rewritten": [], "unseen": -1}
+    # the future the head start waits on: the count of new files, -1 when nothing was listed
+    assert [f.getNow(None) for f in futures] == [1, 0, -1]
 
 
 def test_a_run_with_new_files_computes_the_tables_state_beside_its_preparing_and_one_without_does_not(
@@ -232,6 +232,17 @@ def test_a_run_with_new_files_computes_the_tables_state_beside_its_preparing_and
 
     real_warm_state = head_start.warm_state
     monkeypatch.setattr(head_start, "warm_state", warm_state)
+    from spark_jobs.run import overwrite_check
+
+    deferred = []  # on_overwrite: warn's report taken after the query, its listing's stat of every file beside it
+
+    def check(*args):
+        checked = real_check(*args)
+        deferred.append(checked.report is not None)
+        return checked
+
+    real_check = overwrite_check.check
+    monkeypatch.setattr(overwrite_check, "check", check)
     spec = spec_of()
     landed = land(lake, "a.json", [(1, "a")])
     assert run(spark, spec, lake)["input_rows"] == 1 and warmed == []  # no table yet: nothing to compute
@@ -250,6 +261,8 @@ def test_a_run_with_new_files_computes_the_tables_state_beside_its_preparing_and
     dry = run(spark, spec, lake, dry_run=True)  # a dry run: no head start, its query lists
     assert (dry["input_rows"], dry["discovery"]["listed_before_query"], len(warmed)) == (1, False, 1)
     assert run(spark, spec, lake)["input_rows"] == 1 and rows(spark, spec, lake) == [(1, "a"), (2, "b"), (3, "c")]
+    # every real run's report came after its query; the dry run (no head start) checked before its query
+    assert deferred == [True, True, True, False, True]
 
 
 def test_the_tables_state_is_computed_in_a_copy_of_the_session_the_caller_keeps_its_own(spark, lake):

@@ -58,6 +58,14 @@ final class Lister {
     this.glob = org.apache.spark.deploy.SparkHadoopUtil.get().isGlobPath(p);
   }
 
+  /**
+   * Whether {@link #list} reads names before it looks at a file (a local disk without a glob): a listing of the new
+   * files is then cheaper than {@link #changed}'s, which looks at every file; elsewhere both are one listing.
+   */
+  boolean namesFirst() {
+    return "file".equals(fs.getUri().getScheme()) && !glob;
+  }
+
   /** Every file the predicate (given a file's key) calls new, oldest first. */
   List<FileEntry> list(Predicate<String> isNew) throws IOException {
     List<FileEntry> out = new ArrayList<>();
@@ -227,13 +235,12 @@ final class Lister {
 
   /**
    * The files whose time differs from the one {@code recorded} gives for their key (null: a file not recorded,
-   * left out and kept in {@link #unseen}; {@code onUnseen} runs when the first is met), to the millisecond or
-   * {@code toTheSecond}. On a local disk without a
+   * left out and kept in {@link #unseen}), to the millisecond or {@code toTheSecond}. On a local disk without a
    * glob, a walk that makes a file's name into a URL only when it differs or is unseen; elsewhere, the listing
    * of every file.
    */
-  List<FileEntry> changed(java.util.function.Function<String, Long> recorded, boolean toTheSecond,
-      Runnable onUnseen) throws IOException {
+  List<FileEntry> changed(java.util.function.Function<String, Long> recorded, boolean toTheSecond)
+      throws IOException {
     List<FileEntry> out = new ArrayList<>();
     boolean local = "file".equals(fs.getUri().getScheme());
     if (local && !glob) {
@@ -243,9 +250,6 @@ final class Lister {
         if (m == null) {
           FileEntry e = entry(p, key, mtime, a.size());
           if (e != null) {
-            if (unseen.isEmpty()) {
-              onUnseen.run();
-            }
             unseen.add(e);
           }
           return null;
@@ -258,9 +262,6 @@ final class Lister {
     for (FileEntry f : list(key -> true)) {
       Long m = recorded.apply(f.key());
       if (m == null) {
-        if (unseen.isEmpty()) {
-          onUnseen.run();
-        }
         unseen.add(f);
       } else if (!sameTime(m, f.mtime, toTheSecond)) {
         out.add(f);

@@ -30,24 +30,26 @@ public final class Rewrites {
    * Last-Modified); and how many files the same listing found that the index has not (new since its last
    * batch: a run that will write); {@code unseen} is -1 when the index is empty (nothing was listed). With {@code handOver}, those files are kept for the first listing of
    * the query's source of this checkpoint ({@link IndexedFileSource#handOver}): the folder is walked once.
-   * {@code firstUnseen} (may be null) is completed with true as soon as the listing meets a file the index has
-   * not seen, before the rest of the folder is looked at, and with false when it found none or failed: work that
-   * only a run with new files needs can start that much sooner.
+   * {@code found} (may be null) is completed with the count of new files ({@code unseen}) as soon as they are
+   * known and handed over, before the rest of the folder is looked at; with -1 for an empty index or a failed
+   * listing. On a local disk the new files come from a walk of the folder's names first (a {@code stat} only for
+   * a name the index does not know), and the times of the files it knows from a second walk: what waits for
+   * the new files does not wait for the {@code stat} of every file ingested before.
    */
   public static String check(SparkSession spark, String metadataPath, String sourcePath, String pathGlobFilter,
-      boolean toTheSecond, boolean handOver, CompletableFuture<Boolean> firstUnseen) throws IOException {
+      boolean toTheSecond, boolean handOver, CompletableFuture<Integer> found) throws IOException {
     try {
       return check(spark, metadataPath, sourcePath, pathGlobFilter, toTheSecond, handOver,
-          firstUnseen == null ? () -> {} : () -> firstUnseen.complete(true));
+          found == null ? n -> {} : found::complete);
     } finally {
-      if (firstUnseen != null) {
-        firstUnseen.complete(false); // nothing unseen, or the listing failed: a no-op once completed with true
+      if (found != null) {
+        found.complete(-1); // an empty index or a failed listing: a no-op once completed with the count
       }
     }
   }
 
   private static String check(SparkSession spark, String metadataPath, String sourcePath, String pathGlobFilter,
-      boolean toTheSecond, boolean handOver, Runnable onUnseen) throws IOException {
+      boolean toTheSecond, boolean handOver, java.util.function.IntConsumer found) throws IOException {
     Configuration conf = spark.sessionState().newHadoopConf();
     DiscoveryIndex index = DiscoveryIndex.readOnly(metadataPath, conf,
         spark.sessionState().conf().fileSourceLogCompactInterval());
@@ -59,10 +61,19 @@ public final class Rewrites {
     }
     Lister lister = new Lister(sourcePath, conf, pathGlobFilter);
     long start = System.nanoTime();
-    List<FileEntry> changed = lister.changed(index::mtimeOf, toTheSecond, onUnseen);
+    boolean namesFirst = lister.namesFirst();
+    List<FileEntry> unseen = namesFirst ? lister.list(key -> index.mtimeOf(key) == null) : null;
+    List<FileEntry> changed = namesFirst ? null : lister.changed(index::mtimeOf, toTheSecond);
+    if (!namesFirst) {
+      unseen = lister.unseen;
+    }
     if (handOver) {
-      IndexedFileSource.handOver(metadataPath, sourcePath, pathGlobFilter, index.latestBatch(), lister.unseen,
+      IndexedFileSource.handOver(metadataPath, sourcePath, pathGlobFilter, index.latestBatch(), unseen,
           (System.nanoTime() - start) / 1_000_000, lister.listRequests);
+    }
+    found.accept(unseen.size());
+    if (namesFirst) {
+      changed = lister.changed(index::mtimeOf, toTheSecond); // its own new files are the ones handed over, or later
     }
     for (FileEntry f : changed) {
       ObjectNode r = out.addObject();
@@ -71,7 +82,7 @@ public final class Rewrites {
       r.put("mtime_ms", f.mtime);
       r.put("size", f.size);
     }
-    result.put("unseen", lister.unseen.size());
+    result.put("unseen", unseen.size());
     return result.toString();
   }
 }
