@@ -8,13 +8,13 @@ does not reset its checkpoint:
 1. the rewritten-file check's listing (:func:`spark_jobs.sources.overwrites.list_indexed`: a ``stat`` of every
    file the index knows), which grows with the landing folder's history. The files it finds that the index has
    not seen are the query's first listing, handed over in the JVM as soon as they are known (on a local disk
-   from a walk of the folder's names, before the ``stat`` of the files ingested before): the query waits for
-   those, not for the check. ``on_overwrite: fail`` and ``reingest`` need the check's answer before the query;
+   with a large index from a walk of the folder's names, before the ``stat`` of the files ingested before):
+   the query waits for those, not for the check. ``on_overwrite: fail`` and ``reingest`` need the check's answer before the query;
    ``warn``'s report takes it after the query (:mod:`spark_jobs.run.overwrite_check`);
 2. when there are such files and the table exists, Delta's state of the table
    (:func:`spark_jobs.sinks.delta_table.warm_state`), which the batch's idempotent write would otherwise
-   compute before writing a row: started on a thread of its own as soon as the new files are known. A run
-   with nothing new does not compute it.
+   compute before writing a row: started on a thread of its own as soon as the listing meets a new file. A
+   run with nothing new does not compute it.
 
 For a Kafka source, whose backlog is asked of its brokers on a thread of its own beside the query's start
 (:mod:`spark_jobs.run.backlog`): once it says records wait and the table exists, Delta's state of the table
@@ -70,26 +70,28 @@ def start(run: Run) -> HeadStart | None:
     source_root, checkpoint = spec.source_path(run.settings), run.real.checkpoint
     table_exists = run.summary.delta_version_before is not None
     listing: Future = Future()
-    # completed by the listing with the count of new files once it knows them (on a local disk, from the
-    # folder's names), before it looks at the times of every file the index knows: the table's state starts then
-    found = spark._jvm.java.util.concurrent.CompletableFuture()
+    # completed by the listing: with true at the first new file it meets (the table's state starts then), and
+    # with the count of new files once they are handed over to the query's source (the query waits for that)
+    futures = spark._jvm.java.util.concurrent.CompletableFuture
+    any_unseen, found = futures(), futures()
 
     def work() -> None:
         try:
             listed = overwrites.list_indexed(spark, source_root, checkpoint, spec.source.options, hand_over=True,
-                                             found=found)
+                                             any_unseen=any_unseen, found=found)
         except BaseException as err:  # noqa: BLE001 - raised by listing() in the run's own thread
-            found.complete(-1)  # the JVM's listing may never have started
+            any_unseen.complete(False)  # the JVM's listing may never have started
+            found.complete(-1)
             listing.set_exception(err)
             return
         listing.set_result(listed)
 
     def warm() -> None:
         try:
-            unseen = found.get()
+            waiting = any_unseen.get()
         except Exception:  # noqa: BLE001 - an optimisation only: the write computes the state itself
             return
-        if unseen > 0:
+        if waiting:
             _warm(spark, run.real.table)
 
     threading.Thread(target=work, name="sluice-head-start", daemon=True).start()

@@ -169,18 +169,20 @@ def find_rewritten_indexed(spark, source_root: str, checkpoint: str, options: di
 
 
 def list_indexed(spark, source_root: str, checkpoint: str, options: dict, *, hand_over: bool = False,
-                 found=None) -> dict:
+                 any_unseen=None, found=None) -> dict:
     """The listing behind :func:`find_rewritten_indexed` (jvm/files ``Rewrites.check``): ``rewritten``, the
     files whose time is not the one the index recorded, and ``unseen``, how many files it found that the index
     has not (-1: an empty index, nothing listed). Reads only: safe on a thread of its own before the query.
     ``hand_over``: those new files are the first listing of the query's source of this checkpoint (the folder
-    walked once a run; ``listed_before_query`` in its discovery report). ``found``: a JVM ``CompletableFuture``
-    completed with ``unseen`` as soon as the new files are known (and handed over), before the times of the
-    files ingested before are looked at; -1 for an empty index or a failed listing."""
+    walked once a run; ``listed_before_query`` in its discovery report). The JVM ``CompletableFuture``
+    objects it completes: ``any_unseen`` with true as soon as it meets a new file (else false at its end),
+    ``found`` with ``unseen`` once the new files are known and handed over (-1: an empty index or a failed
+    listing); on a local disk with a large index, before the times of the files ingested before are looked
+    at."""
     glob_filter = next((str(v) for k, v in options.items() if k.lower() == "pathglobfilter"), None)
     return json.loads(spark._jvm.dev.sluice.files.Rewrites.check(
         spark._jsparkSession, source_folder(checkpoint), source_root, glob_filter, not is_local_uri(source_root),
-        hand_over, found))
+        hand_over, any_unseen, found))
 
 
 def _relative(path: str, root: str) -> str:

@@ -206,20 +206,39 @@ def test_with_the_discovery_index_the_check_reads_its_times_and_finds_what_the_l
     # the same listing counts the files the index has not seen (new input: one; a hidden name is no input), and
     # its answer handed in is the check's
     land(lake, "_hidden.json", [(98, "h")])
-    futures = [spark._jvm.java.util.concurrent.CompletableFuture() for _ in range(3)]
-    listed = list_indexed(spark, spec.source_path(lake), checkpoint, {}, found=futures[0])
-    assert listed["unseen"] == 1 and len(listed["rewritten"]) == 3
-    assert list_indexed(spark, spec.source_path(lake), checkpoint, {"pathGlobFilter": "f*"},
-                        found=futures[1])["unseen"] == 0
-    assert find_rewritten_indexed(spark, spec.source_path(lake), checkpoint, {}, listed=listed) == indexed
-    assert list_indexed(spark, spec.source_path(lake), str(lake.checkpoint_root / "none"), {},
-                        found=futures[2]) == {"rewritten": [], "unseen": -1}
-    # the future the head start waits on: the count of new files, -1 when nothing was listed
-    assert [f.getNow(None) for f in futures] == [1, 0, -1]
+    future = spark._jvm.java.util.concurrent.CompletableFuture
+    for names_first in ("1000000", "1"):  # one walk that looks at every file; names first (a large index)
+        spark.conf.set("spark.sluice.rewrites.namesFirstFiles", names_first)
+        try:
+            any_unseen, found = [future() for _ in range(3)], [future() for _ in range(3)]
+            listed = list_indexed(spark, spec.source_path(lake), checkpoint, {}, any_unseen=any_unseen[0],
+                                  found=found[0])
+            assert listed["unseen"] == 1 and len(listed["rewritten"]) == 3
+            assert list_indexed(spark, spec.source_path(lake), checkpoint, {"pathGlobFilter": "f*"},
+                                any_unseen=any_unseen[1], found=found[1])["unseen"] == 0
+            assert find_rewritten_indexed(spark, spec.source_path(lake), checkpoint, {}, listed=listed) == indexed
+            assert list_indexed(spark, spec.source_path(lake), str(lake.checkpoint_root / "none"), {},
+                                any_unseen=any_unseen[2], found=found[2]) == {"rewritten": [], "unseen": -1}
+        finally:
+            spark.conf.unset("spark.sluice.rewrites.namesFirstFiles")
+        # the futures the head start waits on: whether a new file was met, the count of new files (-1: nothing
+        # was listed)
+        assert [f.getNow(None) for f in any_unseen] == [True, False, False]
+        assert [f.getNow(None) for f in found] == [1, 0, -1]
+
+
+@pytest.fixture(params=["one walk", "names first"])
+def names_first(request, spark):
+    """The rewritten-file check's two ways on a local disk (jvm/files Rewrites): one walk that looks at every
+    file, and, from an index of spark.sluice.rewrites.namesFirstFiles files, the new files from the names first."""
+    if request.param == "names first":
+        spark.conf.set("spark.sluice.rewrites.namesFirstFiles", "1")
+    yield request.param
+    spark.conf.unset("spark.sluice.rewrites.namesFirstFiles")
 
 
 def test_a_run_with_new_files_computes_the_tables_state_beside_its_preparing_and_one_without_does_not(
-        spark, lake, monkeypatch):
+        spark, lake, monkeypatch, names_first):
     # the head start (spark_jobs.run.head_start): the rewritten-file check's listing on a thread of its own; when
     # it finds new files and the table exists, Delta's state of the table too, before the batch's write asks it
     from spark_jobs.run import head_start

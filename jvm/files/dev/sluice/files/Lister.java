@@ -235,12 +235,13 @@ final class Lister {
 
   /**
    * The files whose time differs from the one {@code recorded} gives for their key (null: a file not recorded,
-   * left out and kept in {@link #unseen}), to the millisecond or {@code toTheSecond}. On a local disk without a
+   * left out and kept in {@link #unseen}; {@code onUnseen} runs when the first is met), to the millisecond or
+   * {@code toTheSecond}. On a local disk without a
    * glob, a walk that makes a file's name into a URL only when it differs or is unseen; elsewhere, the listing
    * of every file.
    */
-  List<FileEntry> changed(java.util.function.Function<String, Long> recorded, boolean toTheSecond)
-      throws IOException {
+  List<FileEntry> changed(java.util.function.Function<String, Long> recorded, boolean toTheSecond,
+      Runnable onUnseen) throws IOException {
     List<FileEntry> out = new ArrayList<>();
     boolean local = "file".equals(fs.getUri().getScheme());
     if (local && !glob) {
@@ -250,6 +251,9 @@ final class Lister {
         if (m == null) {
           FileEntry e = entry(p, key, mtime, a.size());
           if (e != null) {
+            if (unseen.isEmpty()) {
+              onUnseen.run();
+            }
             unseen.add(e);
           }
           return null;
@@ -262,6 +266,9 @@ final class Lister {
     for (FileEntry f : list(key -> true)) {
       Long m = recorded.apply(f.key());
       if (m == null) {
+        if (unseen.isEmpty()) {
+          onUnseen.run();
+        }
         unseen.add(f);
       } else if (!sameTime(m, f.mtime, toTheSecond)) {
         out.add(f);

@@ -30,26 +30,40 @@ public final class Rewrites {
    * Last-Modified); and how many files the same listing found that the index has not (new since its last
    * batch: a run that will write); {@code unseen} is -1 when the index is empty (nothing was listed). With {@code handOver}, those files are kept for the first listing of
    * the query's source of this checkpoint ({@link IndexedFileSource#handOver}): the folder is walked once.
-   * {@code found} (may be null) is completed with the count of new files ({@code unseen}) as soon as they are
-   * known and handed over, before the rest of the folder is looked at; with -1 for an empty index or a failed
-   * listing. On a local disk the new files come from a walk of the folder's names first (a {@code stat} only for
-   * a name the index does not know), and the times of the files it knows from a second walk: what waits for
-   * the new files does not wait for the {@code stat} of every file ingested before.
+   * {@code found} (may be null) is completed with the count of new files ({@code unseen}) once they are known and
+   * handed over, and with -1 for an empty index or a failed listing; {@code anyUnseen} (may be null) with true as
+   * soon as the listing meets a new file, else with false at its end: work that only a run with new files needs
+   * starts that much sooner.
+   *
+   * <p>On a local disk whose index holds at least {@value #NAMES_FIRST_FILES} files (Spark setting {@code
+   * spark.sluice.rewrites.namesFirstFiles}), the new files come from a walk of the folder's names first (a
+   * {@code stat} only for a name the index does not know), and the times of the files it knows from a second
+   * walk after {@code found} is completed: what waits for the new files does not wait for a {@code stat} of every
+   * file ingested before, which at that count takes longer than a run prepares its query. Below it, one walk
+   * that looks at every file costs less in all (measured at 100,000 files: docs/performance.md).
    */
   public static String check(SparkSession spark, String metadataPath, String sourcePath, String pathGlobFilter,
-      boolean toTheSecond, boolean handOver, CompletableFuture<Integer> found) throws IOException {
+      boolean toTheSecond, boolean handOver, CompletableFuture<Boolean> anyUnseen, CompletableFuture<Integer> found)
+      throws IOException {
     try {
       return check(spark, metadataPath, sourcePath, pathGlobFilter, toTheSecond, handOver,
-          found == null ? n -> {} : found::complete);
+          anyUnseen == null ? () -> {} : () -> anyUnseen.complete(true), found == null ? n -> {} : found::complete);
     } finally {
+      if (anyUnseen != null) {
+        anyUnseen.complete(false); // a no-op once completed
+      }
       if (found != null) {
-        found.complete(-1); // an empty index or a failed listing: a no-op once completed with the count
+        found.complete(-1);
       }
     }
   }
 
+  /** The index's count of files from which a local disk's new files are listed by their names first. */
+  static final long NAMES_FIRST_FILES = 250_000;
+
   private static String check(SparkSession spark, String metadataPath, String sourcePath, String pathGlobFilter,
-      boolean toTheSecond, boolean handOver, java.util.function.IntConsumer found) throws IOException {
+      boolean toTheSecond, boolean handOver, Runnable onUnseen, java.util.function.IntConsumer found)
+      throws IOException {
     Configuration conf = spark.sessionState().newHadoopConf();
     DiscoveryIndex index = DiscoveryIndex.readOnly(metadataPath, conf,
         spark.sessionState().conf().fileSourceLogCompactInterval());
@@ -61,10 +75,18 @@ public final class Rewrites {
     }
     Lister lister = new Lister(sourcePath, conf, pathGlobFilter);
     long start = System.nanoTime();
-    boolean namesFirst = lister.namesFirst();
-    List<FileEntry> unseen = namesFirst ? lister.list(key -> index.mtimeOf(key) == null) : null;
-    List<FileEntry> changed = namesFirst ? null : lister.changed(index::mtimeOf, toTheSecond);
-    if (!namesFirst) {
+    long namesFirstAt = Long.parseLong(spark.conf().get("spark.sluice.rewrites.namesFirstFiles",
+        String.valueOf(NAMES_FIRST_FILES)));
+    boolean namesFirst = lister.namesFirst() && index.size() >= namesFirstAt;
+    List<FileEntry> unseen;
+    List<FileEntry> changed = null;
+    if (namesFirst) {
+      unseen = lister.list(key -> index.mtimeOf(key) == null);
+      if (!unseen.isEmpty()) {
+        onUnseen.run();
+      }
+    } else {
+      changed = lister.changed(index::mtimeOf, toTheSecond, onUnseen);
       unseen = lister.unseen;
     }
     if (handOver) {
@@ -73,7 +95,7 @@ public final class Rewrites {
     }
     found.accept(unseen.size());
     if (namesFirst) {
-      changed = lister.changed(index::mtimeOf, toTheSecond); // its own new files are the ones handed over, or later
+      changed = lister.changed(index::mtimeOf, toTheSecond, () -> {}); // its new files: handed over, or later
     }
     for (FileEntry f : changed) {
       ObjectNode r = out.addObject();
