@@ -7,10 +7,11 @@ does not reset its checkpoint:
 
 1. the rewritten-file check's listing (:func:`spark_jobs.sources.overwrites.list_indexed`: a ``stat`` of every
    file the index knows), which grows with the landing folder's history. The files it finds that the index has
-   not seen are the query's first listing, handed over in the JVM as soon as they are known (on a local disk
-   with a large index from a walk of the folder's names, before the ``stat`` of the files ingested before):
-   the query waits for those, not for the check. ``on_overwrite: fail`` and ``reingest`` need the check's answer before the query;
-   ``warn``'s report takes it after the query (:mod:`spark_jobs.run.overwrite_check`);
+   not seen are the query's first listing, handed over in the JVM as soon as they are known, and the query
+   waits for those: on a local disk with a large index they come from a walk of the folder's names, before the
+   ``stat`` of the files ingested before (below it, one walk does both). ``on_overwrite: fail`` and
+   ``reingest`` need the check's answer before the query; ``warn``'s report takes it after the query
+   (:mod:`spark_jobs.run.overwrite_check`);
 2. when there are such files and the table exists, Delta's state of the table
    (:func:`spark_jobs.sinks.delta_table.warm_state`), which the batch's idempotent write would otherwise
    compute before writing a row: started on a thread of its own as soon as the listing meets a new file. A

@@ -59,10 +59,11 @@ final class Lister {
   }
 
   /**
-   * Whether {@link #list} reads names before it looks at a file (a local disk without a glob): a listing of the new
-   * files is then cheaper than {@link #changed}'s, which looks at every file; elsewhere both are one listing.
+   * Whether the folder is walked on a local disk (no glob): {@link #list} then reads names before it looks at a
+   * file, so a listing of the new files is cheaper than {@link #changed}'s, which looks at every file; elsewhere
+   * both are one listing.
    */
-  boolean namesFirst() {
+  boolean walksLocalDisk() {
     return "file".equals(fs.getUri().getScheme()) && !glob;
   }
 
@@ -236,15 +237,13 @@ final class Lister {
   /**
    * The files whose time differs from the one {@code recorded} gives for their key (null: a file not recorded,
    * left out and kept in {@link #unseen}; {@code onUnseen} runs when the first is met), to the millisecond or
-   * {@code toTheSecond}. On a local disk without a
-   * glob, a walk that makes a file's name into a URL only when it differs or is unseen; elsewhere, the listing
-   * of every file.
+   * {@code toTheSecond}. On a local disk without a glob, a walk that makes a file's name into a URL only when it
+   * differs or is unseen; elsewhere, the listing of every file.
    */
   List<FileEntry> changed(java.util.function.Function<String, Long> recorded, boolean toTheSecond,
       Runnable onUnseen) throws IOException {
     List<FileEntry> out = new ArrayList<>();
-    boolean local = "file".equals(fs.getUri().getScheme());
-    if (local && !glob) {
+    if (walksLocalDisk()) {
       walk(java.nio.file.Paths.get(pattern.toUri()), key -> true, (p, key, a) -> {
         Long m = recorded.apply(key);
         long mtime = a.lastModifiedTime().toMillis();

@@ -28,8 +28,9 @@ public final class Rewrites {
    * under {@code sourcePath} whose time differs from the index's for the checkpoint folder {@code metadataPath}
    * ({@code .../sources/0}), to the millisecond, or to the second when {@code toTheSecond} (an object store's
    * Last-Modified); and how many files the same listing found that the index has not (new since its last
-   * batch: a run that will write); {@code unseen} is -1 when the index is empty (nothing was listed). With {@code handOver}, those files are kept for the first listing of
-   * the query's source of this checkpoint ({@link IndexedFileSource#handOver}): the folder is walked once.
+   * batch: a run that will write); {@code unseen} is -1 when the index is empty (nothing was listed). With
+   * {@code handOver}, those files are kept for the first listing of the query's source of this checkpoint
+   * ({@link IndexedFileSource#handOver}): the folder is walked once.
    * {@code found} (may be null) is completed with the count of new files ({@code unseen}) once they are known and
    * handed over, and with -1 for an empty index or a failed listing; {@code anyUnseen} (may be null) with true as
    * soon as the listing meets a new file, else with false at its end: work that only a run with new files needs
@@ -77,7 +78,7 @@ public final class Rewrites {
     long start = System.nanoTime();
     long namesFirstAt = Long.parseLong(spark.conf().get("spark.sluice.rewrites.namesFirstFiles",
         String.valueOf(NAMES_FIRST_FILES)));
-    boolean namesFirst = lister.namesFirst() && index.size() >= namesFirstAt;
+    boolean namesFirst = lister.walksLocalDisk() && index.size() >= namesFirstAt;
     List<FileEntry> unseen;
     List<FileEntry> changed = null;
     if (namesFirst) {
