@@ -121,14 +121,17 @@ def sluice_run(spec: dict, lake: Path, extra_env: dict[str, str] | None = None) 
     return {"rows": summary["output_rows"], "seconds": summary["duration_s"], "wall": wall}
 
 
-def plain_run(args: list[str], lake: Path, keep: bool = False) -> dict:
-    """bench/plain_batch.py through spark-submit with the very jars and conf a sluice run gets."""
+def plain_run(args: list[str], lake: Path, keep: bool = False, jit: str = "full") -> dict:
+    """bench/plain_batch.py through spark-submit with the very jars and conf a sluice run gets, and the JIT a
+    sluice run of the same data ends with (``jit``: its compilers from the start; sluice's ``auto`` holds C2 back
+    only until a run proves large, so a case with data gets ``full``, and P2, which has none, ``auto``: held)."""
     if not keep:
         shutil.rmtree(lake, ignore_errors=True)
     lake.mkdir(parents=True, exist_ok=True)
-    settings = load_settings()
+    settings = load_settings().model_copy(update={"driver_jit": jit})
     spec = parse_spec({"name": "plain", "source": {"format": "text", "path": "x"}})
-    plan = build_plan(run_job(spec_path="plain.yaml", run_id="bench"), spec, settings, workdir=lake / "unused")
+    plan = build_plan(run_job(spec_path="plain.yaml", run_id="bench"), spec, settings, workdir=lake / "unused",
+                      hold_c2=jit == "auto")
     plain = dataclasses.replace(plan, application=str(HOME / "bench" / "plain_batch.py"), application_args=args,
                                 name="bench-plain")
     command = spark_submit_command(plain, "local[*]")
@@ -479,7 +482,7 @@ def case_p2() -> dict:
     for n in range(REPEATS):
         log(f"P2: round {n + 1}/{REPEATS}")
         sluice_runs.append(sluice_side())
-        plain_runs.append(plain_run(["session"], WORK / "p2-plain"))
+        plain_runs.append(plain_run(["session"], WORK / "p2-plain", jit="auto"))  # as sluice's: no data, C2 held
     sluice_wall = statistics.median(r["wall"] for r in sluice_runs)
     plain_wall = statistics.median(r["wall"] for r in plain_runs)
     query_s = statistics.median(r["query_s"] for r in sluice_runs)

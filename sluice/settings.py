@@ -23,9 +23,9 @@ env                        meaning                                     default
                            defines it
 ``SLUICE_JVM_ARCHIVE``     ``off``: drivers start without the class    on (when ``make jvm-archive`` built it)
                            data archive
-``SLUICE_DRIVER_JIT``      ``quick``: drivers compile with the JIT's   ``full``
-                           first tier only (short runs: ~25% less
-                           CPU; long ones slower)
+``SLUICE_DRIVER_JIT``      ``auto``: C2 held back until a run proves   ``auto``
+                           large; ``full``: the JVM's default;
+                           ``quick``: the JIT's first tier only
 ``SLUICE_SPARK_CONF``      Spark settings of every driver, a JSON      none
                            object (a spec's ``spark_conf`` overrides)
 ``SLUICE_MAINTENANCE_SCHEDULE``  the maintenance DAG's schedule       ``@daily`` (``none``: manual runs only)
@@ -106,11 +106,12 @@ class Settings(BaseModel):
     """The master the project's own connection points at, when it defines one."""
     jvm_archive: bool = True
     """Drivers map the JVM class data archive (``var/jvm/spark-driver.jsa``) when it is there."""
-    driver_jit: Literal["full", "quick"] = "full"
-    """``quick``: drivers run with the JIT's first tier only (``-XX:TieredStopAtLevel=1``). A run of a small
-    increment spends most of its CPU compiling, and the optimising tier's compiles rarely pay back before the
-    run exits: measured ~25% off a one-batch run on 2 cores. A long run (a backfill of many GB) is slower
-    with it, hence not the default."""
+    driver_jit: Literal["auto", "full", "quick"] = "auto"
+    """How a driver's JVM compiles. ``auto``: the optimising tier (C2) held back until the run knows it is large
+    (64 MiB of new files, 500,000 Kafka records, or a run it cannot size: spark_jobs/driver/jit.py): a run of a
+    small increment spends most of its CPU compiling, and C2's compiles rarely pay back before it exits. ``full``:
+    the JVM's default. ``quick``: the first tier only (``-XX:TieredStopAtLevel=1``), also for a large run, which
+    it makes slower."""
     spark_conf: dict[str, str] = {}
     """Spark settings for every driver this deployment starts (and sluice's in-process sessions), over sluice's
     defaults and under a spec's own ``spark_conf``: e.g. a site's memory sizes, or, for a test suite of many
@@ -352,7 +353,7 @@ def pool_slots(value: str | None, memory_bytes: int | None = None) -> int:
     return slots
 
 
-JIT_CHOICES = ("full", "quick")
+JIT_CHOICES = ("auto", "full", "quick")
 SHARED_DRIVER_CHOICES = ("off", "host")
 
 
@@ -379,12 +380,13 @@ def idle_seconds(value: str | None) -> float:
     return seconds
 
 
-def driver_jit(value: str | None) -> Literal["full", "quick"]:
-    """``SLUICE_DRIVER_JIT`` read: unset or empty is ``full``; anything but the two choices is refused."""
-    choice = (value or "full").strip().lower()
+def driver_jit(value: str | None) -> Literal["auto", "full", "quick"]:
+    """``SLUICE_DRIVER_JIT`` read: unset or empty is ``auto``; anything but the three choices is refused."""
+    choice = (value or "auto").strip().lower()
     if choice not in JIT_CHOICES:
-        raise ValueError(f"SLUICE_DRIVER_JIT={value!r} is not a choice: set it to 'quick' (the JIT's first tier "
-                         "only, for short runs) or 'full' (the JVM's default), or unset it")
+        raise ValueError(f"SLUICE_DRIVER_JIT={value!r} is not a choice: set it to 'auto' (the optimising tier "
+                         "held back until a run proves large), 'quick' (the JIT's first tier only, for short runs) "
+                         "or 'full' (the JVM's default), or unset it")
     return choice  # type: ignore[return-value]
 
 

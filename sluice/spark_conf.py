@@ -85,10 +85,42 @@ def archive_path(settings: Settings) -> Path:
     return settings.var_dir / "jvm" / ARCHIVE_NAME
 
 
-def driver_java_options(settings: Settings) -> list[str]:
-    """JVM options of every sluice driver: the archive when there is one, the JIT's first tier only when
-    ``SLUICE_DRIVER_JIT=quick``."""
-    options = ["-XX:TieredStopAtLevel=1"] if settings.driver_jit == "quick" else []
+C2_HOLD_NAME = "c2-held.json"  # the name jvm/files Compilers looks for
+C2_HOLD = '[{match: "*.*", c2: {Exclude: true}}]\n'
+"""A compiler directive that keeps every method from HotSpot's optimizing compiler (C2) until it is removed."""
+
+
+def c2_hold_path(settings: Settings) -> Path:
+    """The directive file of ``SLUICE_DRIVER_JIT=auto``, written here when missing or not as it should be."""
+    path = settings.var_dir / "jvm" / C2_HOLD_NAME
+    if not path.is_file() or path.read_text(encoding="utf-8") != C2_HOLD:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{C2_HOLD_NAME}.{os.getpid()}")
+        tmp.write_text(C2_HOLD, encoding="utf-8")
+        tmp.replace(path)
+    return path
+
+
+def c2_hold_options(settings: Settings) -> list[str]:
+    """The JVM options that start a driver with C2 held back (``SLUICE_DRIVER_JIT=auto``, a run that may be small)."""
+    # the JVM says "1 compiler directives added" on stdout: on stderr, a driver's stdout keeps its summary
+    return ["-XX:+UnlockDiagnosticVMOptions", f"-XX:CompilerDirectivesFile={c2_hold_path(settings)}",
+            "-XX:+DisplayVMOutputToStderr"]
+
+
+def without_c2_hold(java_options: str) -> str:
+    """A driver's JVM options without the C2 hold (:func:`c2_hold_options`)."""
+    hold = ("-XX:+UnlockDiagnosticVMOptions", "-XX:+DisplayVMOutputToStderr")
+    return " ".join(o for o in java_options.split()
+                    if o not in hold and not (o.startswith("-XX:CompilerDirectivesFile=") and o.endswith(C2_HOLD_NAME)))
+
+
+def driver_java_options(settings: Settings, *, hold_c2: bool = False) -> list[str]:
+    """JVM options of every sluice driver: the archive when there is one; the JIT as ``SLUICE_DRIVER_JIT`` says
+    (quick: the first tier only; auto and ``hold_c2``, a run that may be small: C2 held back until the run proves
+    large, spark_jobs/driver/jit.py)."""
+    options = (["-XX:TieredStopAtLevel=1"] if settings.driver_jit == "quick"
+               else c2_hold_options(settings) if settings.driver_jit == "auto" and hold_c2 else [])
     path = archive_path(settings)
     if not settings.jvm_archive or not path.is_file():
         return options

@@ -305,6 +305,9 @@ class RunSummary(Summary):
     ``table`` and ``action`` (``created``, ``unchanged``: nothing written, ``moved``: to a new folder), the
     ``quarantine`` table's when it exists; ``error`` when the catalog refused or did not answer (the data is
     committed: the next run registers)."""
+    driver_jit: dict[str, Any] | None = None
+    """The driver's JIT (``SLUICE_DRIVER_JIT``): ``mode`` (auto, full, quick), ``optimizing_compiler`` (held: C2
+    never ran, the run was small; released, ``released_because`` says why; on; off) (spark_jobs.driver.jit)."""
     backlog_before: dict[str, Any] | None = None
     """What waited for the pipeline when the run began (:mod:`sluice.operations.backlog`); a dry run's prediction.
     With ``source.discovery: index``, what the query's first listing found new (the same files: those its index

@@ -23,6 +23,7 @@ from sluice.spark_conf import (
     driver_java_options,
     option_text,
     s3a_conf,
+    without_c2_hold,
 )
 from sluice.spec import PipelineSpec
 from sluice.storage.object_store import is_object_store_uri
@@ -86,12 +87,31 @@ def application(kind: str) -> str:
     return str(spark_jobs_dir() / APPLICATIONS[kind])
 
 
+def holds_c2(job: JobRequest, spec: PipelineSpec, settings: Settings) -> bool:
+    """Whether the job's driver starts with C2 held back (``SLUICE_DRIVER_JIT=auto``): an incremental run (or its
+    dry run) of a pipeline that ran before, whose new data is most often small and is weighed before its first
+    batch (spark_jobs/driver/jit.py). A first run, which reads all that waits, a reset, a backfill and maintenance
+    start with C2."""
+    if settings.driver_jit != "auto" or job.kind != "run" or job.run is None or job.run.mode not in (
+            "incremental", "dry_run"):
+        return False
+    from sluice.storage.checkpoint import Checkpoint
+
+    try:
+        return Checkpoint(spec.checkpoint_path(settings)).has_progress()
+    except OSError:  # a store that does not answer now: the run says so itself
+        return False
+
+
 def build_plan(job: JobRequest, spec: PipelineSpec, settings: Settings, *, workdir: Path,
-               secret_env: dict[str, str] | None = None) -> SubmitPlan:
+               secret_env: dict[str, str] | None = None, hold_c2: bool | None = None) -> SubmitPlan:
     """The spark-submit of one job: its request written to ``workdir/request.json`` (the driver's only
     argument), its summary to come in ``workdir/summary.json``. ``secret_env`` (e.g. Kafka credentials from an
     Airflow connection) goes into the process environment only: the hook neither logs it nor puts it in the
-    command, and the request file never holds it."""
+    command, and the request file never holds it. ``hold_c2``: the driver starts with C2 held back (None: as
+    :func:`holds_c2` says)."""
+    if hold_c2 is None:
+        hold_c2 = holds_c2(job, spec, settings)
     job = job.model_copy(update={"spec_path": str(Path(job.spec_path).resolve()),
                                  "summary_file": str(Path(workdir) / "summary.json")})
     request_file = job.write(Path(workdir) / "request.json")
@@ -104,7 +124,7 @@ def build_plan(job: JobRequest, spec: PipelineSpec, settings: Settings, *, workd
     return SubmitPlan(
         application=application(job.kind),
         application_args=["--request", str(request_file)],
-        conf={**_conf(spec, settings), **(s3a_conf(os.environ, settings) if on_store else {})},
+        conf={**_conf(spec, settings, hold_c2=hold_c2), **(s3a_conf(os.environ, settings) if on_store else {})},
         jars=",".join(str(j) for j in [*settings.spark_jars(), *(settings.object_store_jars() if on_store else [])]),
         name=name,
         conn_id=settings.spark_conn_id,
@@ -129,14 +149,14 @@ def object_store_uris(spec: PipelineSpec, settings: Settings) -> list[str]:
     return sorted({p for p in places if is_object_store_uri(p)})
 
 
-def _conf(spec: PipelineSpec, settings: Settings) -> dict[str, str]:
-    """sluice's Spark settings, the driver's JVM options (log4j, class archive), the deployment's
+def _conf(spec: PipelineSpec, settings: Settings, *, hold_c2: bool = False) -> dict[str, str]:
+    """sluice's Spark settings, the driver's JVM options (log4j, class archive, JIT), the deployment's
     (``SLUICE_SPARK_CONF``), then the spec's own."""
     return {
         **default_spark_conf(),
         "spark.driver.extraJavaOptions": " ".join(
             [f"-Dlog4j2.configurationFile=file:{spark_jobs_dir() / 'log4j2.properties'}",
-             *driver_java_options(settings)]),
+             *driver_java_options(settings, hold_c2=hold_c2)]),
         **settings.spark_conf,
         **{k: option_text(v) for k, v in spec.spark_conf.items()},
     }
@@ -210,15 +230,23 @@ class GroupRefused(ValueError):
     """Jobs that cannot share one driver (their Spark settings differ): the message says which, and what to do."""
 
 
+def _without_c2_hold(conf: dict[str, str]) -> dict[str, str]:
+    options = conf.get("spark.driver.extraJavaOptions")
+    return conf if options is None else {**conf, "spark.driver.extraJavaOptions": without_c2_hold(options)}
+
+
 def group_plan(plans: list[SubmitPlan]) -> SubmitPlan:
     """One spark-submit for several jobs of the same kind: one driver runs them in turn
     (:func:`spark_jobs.driver.job.main` with a ``--request`` each). Their Spark settings, jars and connection
     must be the same (a session has one set); their environments are merged (a Kafka secret of each)."""
     first = plans[0]
-    for plan in plans[1:]:
+    unheld = [_without_c2_hold(plan.conf) for plan in plans]
+    every_held = all(c != plan.conf for c, plan in zip(unheld, plans, strict=True))
+    conf = first.conf if every_held else unheld[0]  # C2 held back for the group only if for each of its jobs
+    for plan, theirs_conf in zip(plans[1:], unheld[1:], strict=True):
         if plan.application != first.application:
             raise GroupRefused(f"{first.pipeline} and {plan.pipeline} are jobs of different kinds: run them apart")
-        for what, mine, theirs in (("Spark settings", first.conf, plan.conf), ("jars", first.jars, plan.jars),
+        for what, mine, theirs in (("Spark settings", unheld[0], theirs_conf), ("jars", first.jars, plan.jars),
                                    ("Spark connection", first.conn_id, plan.conn_id)):
             if mine != theirs:
                 differ = sorted(k for k in {*mine, *theirs} if mine.get(k) != theirs.get(k)) \
@@ -235,7 +263,7 @@ def group_plan(plans: list[SubmitPlan]) -> SubmitPlan:
             env[key] = value
     args = [arg for plan in plans for arg in plan.application_args]
     return SubmitPlan(
-        application=first.application, application_args=args, conf=first.conf, jars=first.jars,
+        application=first.application, application_args=args, conf=conf, jars=first.jars,
         name=f"{first.name}-and-{len(plans) - 1}-more", conn_id=first.conn_id, env_vars=env, job=None,
         pipeline=", ".join(plan.pipeline for plan in plans),
         object_store_uris=sorted({uri for plan in plans for uri in plan.object_store_uris}),

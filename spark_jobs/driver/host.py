@@ -35,6 +35,7 @@ from sluice.contract.host import (
 )
 from sluice.process import launcher_alive
 from sluice.spec import SpecError, load_spec
+from spark_jobs.driver import jit
 from spark_jobs.driver.job import Body, run_one
 
 
@@ -54,6 +55,7 @@ def serve(argv: list[str], bodies: dict[str, Body]) -> int:
     mark = time.monotonic()
     spark = get_session(app_name="sluice-host-driver")
     spark.sparkContext.setLogLevel("WARN")
+    jit.release(spark, "a host driver: it lives for many runs")  # a job's plan holds C2 back for one
     session_s = round(time.monotonic() - mark, 3)
     app_id = spark.sparkContext.applicationId
     write_json(host.ready, {"pid": os.getpid(), "app_id": app_id, "started": time.time()})

@@ -20,6 +20,7 @@ from sluice.contract import JobRequest, MaintenanceSummary
 from sluice.spec import DELTA_SAFE_RETENTION_HOURS, PipelineSpec
 from sluice.storage.checkpoint import Checkpoint
 from sluice.storage.lock import check_held
+from spark_jobs.driver import jit
 from spark_jobs.driver.errors import describe_error
 from spark_jobs.driver.job import JobFailed, JobRecord
 
@@ -39,6 +40,7 @@ def maintain_pipeline(spark, spec: PipelineSpec, settings, job: JobRequest) -> M
     """
     from spark_jobs.sinks.delta_table import current_version
 
+    jit.release(spark, "a maintenance run (OPTIMIZE rewrites tables whatever their size)")
     config = spec.maintenance
     table = spec.sink_path(settings)
     record = JobRecord(

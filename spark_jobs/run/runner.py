@@ -30,6 +30,7 @@ from spark_jobs.batch.writer import (
     source_reads,
 )
 from spark_jobs.corrections import upstream
+from spark_jobs.driver import jit
 from spark_jobs.driver.context import Place, Run
 from spark_jobs.driver.errors import describe_error
 from spark_jobs.driver.job import JobFailed, JobRecord
@@ -47,6 +48,7 @@ from spark_jobs.sources import archive, overwrites
 from spark_jobs.sources.files import (
     discovery_report,
     explain_delta_failure,
+    indexed,
     read_stream,
 )
 from spark_jobs.sources.inference import source_schema
@@ -96,6 +98,8 @@ def run_pipeline(spark: SparkSession, spec: PipelineSpec, settings: Settings, jo
         if job.backfill is not None:
             from spark_jobs.corrections.backfill import run_backfill
 
+            jit.release(spark, "a backfill")
+
             # a backfill reads with the schema in use and stores nothing: it never writes the checkpoint
             run_backfill(run)
         else:
@@ -104,6 +108,7 @@ def run_pipeline(spark: SparkSession, spec: PipelineSpec, settings: Settings, jo
                 archive.check_folders(spec, settings)  # before anything runs: a bad archive_dir is an error
             measured = backlog.before_query(spec, settings)  # or the query's own listing (spark_jobs.run.backlog)
             head_start.warm_when_waiting(run, measured)  # Kafka: Delta's state, once records are known to wait
+            jit.decide(spark, measured, indexed=indexed(spec))  # C2 for a large run (spark_jobs.driver.jit)
             _run_query(run)
             summary.backlog_before = backlog.after_query(spec, settings, summary.discovery, measured, summary.error)
             if cleans and not job.dry_run and summary.error is None:
@@ -116,6 +121,7 @@ def run_pipeline(spark: SparkSession, spec: PipelineSpec, settings: Settings, jo
     try:
         record.run(body, refusals=(guards.GuardRefused,))
     finally:
+        summary.driver_jit = jit.report(spark, settings.driver_jit)
         backlog.forget(spark, spec, run.target.checkpoint)
         if scratch is not None:
             Storage(scratch).delete_dir()

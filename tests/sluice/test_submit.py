@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
 from sluice.contract import JobRequest, maintain_job, run_job
+from sluice.contract.request import BackfillSlice
 from sluice.launch.submit import (
     build_plan,
     env_spark_master,
@@ -122,7 +124,7 @@ def test_drivers_map_the_jvm_class_archive_when_there_is_one(lake, monkeypatch, 
 
     settings = load_settings()
     assert not any(o.startswith("-XX:SharedArchiveFile") for o in java_options())
-    archive_path(settings).parent.mkdir(parents=True)
+    archive_path(settings).parent.mkdir(parents=True, exist_ok=True)  # the JIT's directive file may be there
     archive_path(settings).write_bytes(b"archive")
     assert f"-XX:SharedArchiveFile={archive_path(settings)}" in java_options()
     monkeypatch.setenv("SLUICE_JVM_ARCHIVE", "off")
@@ -130,19 +132,51 @@ def test_drivers_map_the_jvm_class_archive_when_there_is_one(lake, monkeypatch, 
     assert not any(o.startswith("-XX:SharedArchiveFile") for o in java_options())
 
 
-@pytest.mark.parametrize(("value", "flag"), [(None, False), ("", False), ("full", False), ("quick", True),
-                                             (" Quick ", True)])
-def test_sluice_driver_jit_quick_runs_drivers_on_the_jits_first_tier_only(lake, monkeypatch, tmp_path, value, flag):
+@pytest.mark.parametrize(("value", "jit"), [(None, "auto"), ("", "auto"), ("auto", "auto"), ("full", "full"),
+                                            ("quick", "quick"), (" Quick ", "quick")])
+def test_sluice_driver_jit_sets_the_drivers_compilers(lake, monkeypatch, tmp_path, value, jit):
     from sluice.settings import load_settings
 
     if value is None:
         monkeypatch.delenv("SLUICE_DRIVER_JIT", raising=False)
     else:
         monkeypatch.setenv("SLUICE_DRIVER_JIT", value)
-    plan = build_plan(run_job(spec_path="x.yaml"), make_spec(orders_spec()), load_settings(), workdir=tmp_path / "w")
+    settings = load_settings()
+    plan = build_plan(run_job(spec_path="x.yaml"), make_spec(orders_spec()), settings, workdir=tmp_path / "w",
+                      hold_c2=True)  # a run that may be small
     options = plan.conf["spark.driver.extraJavaOptions"].split()
-    assert ("-XX:TieredStopAtLevel=1" in options) is flag
+    hold = settings.var_dir / "jvm" / "c2-held.json"
+    assert ("-XX:TieredStopAtLevel=1" in options) is (jit == "quick")
+    assert (f"-XX:CompilerDirectivesFile={hold}" in options) is (jit == "auto")
+    assert ("-XX:+UnlockDiagnosticVMOptions" in options) is (jit == "auto")  # the directive file's flag is one
+    assert ("-XX:+DisplayVMOutputToStderr" in options) is (jit == "auto")  # "1 compiler directives added"
+    if jit == "auto":  # written for the drivers: every method kept from C2 until a run removes it
+        assert hold.read_text(encoding="utf-8") == '[{match: "*.*", c2: {Exclude: true}}]\n'
     assert options[0].startswith("-Dlog4j2.configurationFile=")  # the log set-up stays first, whatever the JIT
+    unheld = build_plan(run_job(spec_path="x.yaml"), make_spec(orders_spec()), settings, workdir=tmp_path / "v",
+                        hold_c2=False).conf["spark.driver.extraJavaOptions"].split()
+    assert not [o for o in unheld if "CompilerDirectivesFile" in o or o == "-XX:+UnlockDiagnosticVMOptions"]
+
+
+def test_c2_is_held_back_for_the_incremental_runs_of_a_pipeline_that_ran_before(lake, monkeypatch):
+    from sluice.launch.submit import holds_c2
+    from sluice.settings import load_settings
+
+    monkeypatch.delenv("SLUICE_DRIVER_JIT", raising=False)
+    lake = load_settings()  # the lake's folders, SLUICE_DRIVER_JIT's default
+    spec = make_spec(orders_spec())
+    incremental, dry_run = run_job(spec_path="x.yaml"), run_job(spec_path="x.yaml", dry_run=True)
+    assert holds_c2(incremental, spec, lake) is False  # a first run reads all that waits: C2 from the start
+    offsets = Path(spec.checkpoint_path(lake)) / "offsets"
+    offsets.mkdir(parents=True)
+    (offsets / "0").write_text("v1\n{}\n{}\n", encoding="utf-8")
+    assert holds_c2(incremental, spec, lake) is holds_c2(dry_run, spec, lake) is True
+    assert holds_c2(run_job(spec_path="x.yaml", reset=True), spec, lake) is False
+    day = BackfillSlice(datetime(2026, 11, 1, tzinfo=timezone.utc), datetime(2026, 11, 2, tzinfo=timezone.utc))
+    assert holds_c2(run_job(spec_path="x.yaml", backfill=day), spec, lake) is False
+    assert holds_c2(maintain_job(spec_path="x.yaml"), spec, lake) is False
+    monkeypatch.setenv("SLUICE_DRIVER_JIT", "full")
+    assert holds_c2(incremental, spec, load_settings()) is False
 
 
 def test_a_sluice_driver_jit_that_is_no_choice_is_refused_naming_the_choices(monkeypatch):
@@ -151,8 +185,9 @@ def test_a_sluice_driver_jit_that_is_no_choice_is_refused_naming_the_choices(mon
     monkeypatch.setenv("SLUICE_DRIVER_JIT", "fast")
     with pytest.raises(ValueError) as refused:
         load_settings()
-    assert str(refused.value) == ("SLUICE_DRIVER_JIT='fast' is not a choice: set it to 'quick' (the JIT's first "
-                                  "tier only, for short runs) or 'full' (the JVM's default), or unset it")
+    assert str(refused.value) == ("SLUICE_DRIVER_JIT='fast' is not a choice: set it to 'auto' (the optimising "
+                                  "tier held back until a run proves large), 'quick' (the JIT's first tier only, "
+                                  "for short runs) or 'full' (the JVM's default), or unset it")
 
 
 def test_the_cli_refuses_a_bad_sluice_driver_jit_in_one_line(monkeypatch, capsys):
@@ -160,9 +195,10 @@ def test_the_cli_refuses_a_bad_sluice_driver_jit_in_one_line(monkeypatch, capsys
 
     monkeypatch.setenv("SLUICE_DRIVER_JIT", "fast")
     assert main(["status", "x"]) == 2
-    assert capsys.readouterr().err == ("sluice: SLUICE_DRIVER_JIT='fast' is not a choice: set it to 'quick' (the "
-                                       "JIT's first tier only, for short runs) or 'full' (the JVM's default), or "
-                                       "unset it\n")
+    assert capsys.readouterr().err == ("sluice: SLUICE_DRIVER_JIT='fast' is not a choice: set it to 'auto' (the "
+                                       "optimising tier held back until a run proves large), 'quick' (the JIT's "
+                                       "first tier only, for short runs) or 'full' (the JVM's default), or unset "
+                                       "it\n")
 
 
 def test_sluice_spark_conf_reaches_every_driver_between_sluices_defaults_and_the_specs_own(lake, monkeypatch,
@@ -228,3 +264,23 @@ def test_a_group_is_one_spark_submit_with_a_request_each_and_refuses_what_one_se
                           lake, workdir=tmp_path / "m")
     with pytest.raises(GroupRefused, match=r"one and m are jobs of different kinds"):
         group_plan([one, maintain])
+
+
+def test_a_group_holds_c2_back_only_when_each_of_its_jobs_would(lake, monkeypatch, tmp_path):
+    from sluice.launch.submit import group_plan
+    from sluice.settings import load_settings
+
+    monkeypatch.delenv("SLUICE_DRIVER_JIT", raising=False)
+    settings = load_settings()
+
+    def plan(name: str, hold: bool):
+        return build_plan(run_job(spec_path=f"{name}.yaml", run_id="r"), make_spec(orders_spec(name=name)), settings,
+                          workdir=tmp_path / name, hold_c2=hold)
+
+    def held(group) -> bool:
+        return "c2-held.json" in group.conf["spark.driver.extraJavaOptions"]
+
+    assert held(group_plan([plan("a", True), plan("b", True)]))
+    mixed = group_plan([plan("c", True), plan("d", False)])  # not refused: the JIT is no Spark setting
+    assert not held(mixed)
+    assert mixed.conf == plan("e", False).conf

@@ -404,3 +404,12 @@ def test_a_progress_line_divides_rows_and_rate_by_the_batchs_reads():
               "durationMs": {"addBatch": 400, "triggerExecution": 500}}
     assert progress_line(report, 2) == "[sluice] p batch 3: 103 rows in, 206 rows/s, 500 ms (addBatch 400 ms)"
     assert progress_line(report) == "[sluice] p batch 3: 206 rows in, 412 rows/s, 500 ms (addBatch 400 ms)"
+
+
+def test_a_driver_started_with_its_jits_defaults_holds_nothing_back(spark):
+    # the suite's session runs with SLUICE_DRIVER_JIT=full: C2 is on, and there is nothing to release
+    from spark_jobs.driver import jit
+
+    assert jit.report(spark, "full") == {"mode": "full", "optimizing_compiler": "on", "released_because": None}
+    assert jit.release(spark, "a test") is False
+    assert jit.report(spark, "full")["released_because"] is None

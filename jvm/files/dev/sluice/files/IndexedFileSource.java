@@ -59,6 +59,8 @@ public final class IndexedFileSource implements Source, SupportsTriggerAvailable
   private final int listsReadAtStart;
   /** What the first listing found new: the backlog when the run started. */
   private ObjectNode backlogBefore;
+  /** Whether the run's new files were weighed for the driver's compiler ({@link Compilers}). */
+  private boolean sized;
   /** Whether the first listing was the one handed over ({@link #handOver}). */
   private boolean listedBefore;
 
@@ -174,6 +176,14 @@ public final class IndexedFileSource implements Source, SupportsTriggerAvailable
       }
     } else {
       fresh = listNew();
+    }
+    if (!sized) { // the run's new files, before any batch: C2 for a large run (SLUICE_DRIVER_JIT=auto)
+      sized = true;
+      long bytes = 0;
+      for (FileEntry f : fresh) {
+        bytes += f.size;
+      }
+      Compilers.releaseForBytes(spark, bytes);
     }
     int take = fresh.size();
     if (limit instanceof ReadMaxFiles) {

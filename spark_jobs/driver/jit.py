@@ -1,0 +1,75 @@
+"""The driver's optimizing compiler (C2) under ``SLUICE_DRIVER_JIT=auto``: held back from the driver's start
+for an incremental run of a pipeline that ran before (``sluice.launch.submit.holds_c2``: most such runs are small;
+a first run, a reset, a backfill or maintenance starts with C2), and released before the query when the run
+turns out to be large (``jvm/files`` ``Compilers``, which explains why).
+
+Who decides, before any batch runs: a file source with sluice's discovery, in its first listing (its new files'
+bytes against ``spark.sluice.jit.fullBytes``, 64 MiB); here, the rest: files listed by Spark's source by the
+backlog's bytes (the same threshold), a Kafka source by its backlog's records once its brokers answered
+(``spark.sluice.jit.fullRecords``, 500,000; a backlog that cannot be told releases it), any other run at once
+(a backfill, a Delta source, a maintenance run: what they read is not measured first). Under ``full`` and ``quick``
+nothing is held, and nothing here does anything. The run summary's ``driver_jit`` says what happened."""
+
+from __future__ import annotations
+
+import json
+from concurrent.futures import Future
+from typing import Any
+
+from pyspark.sql import SparkSession
+
+FULL_BYTES = "spark.sluice.jit.fullBytes"
+FULL_RECORDS = "spark.sluice.jit.fullRecords"
+
+
+def _compilers(spark: SparkSession) -> Any:
+    return spark._jvm.dev.sluice.files.Compilers
+
+
+def release(spark: SparkSession, why: str) -> bool:
+    """C2 released for the rest of the driver's life (when it was held); whether it was released now."""
+    try:
+        return bool(_compilers(spark).release(why))
+    except Exception:  # noqa: BLE001 - the class is missing (a spark-submit without the project's jars): nothing held
+        return False
+
+
+def report(spark: SparkSession, mode: str) -> dict[str, Any] | None:
+    """``{"mode", "optimizing_compiler", "released_because"}``: ``mode`` as ``SLUICE_DRIVER_JIT`` says, the rest
+    as the JVM says (``Compilers.report``: held, released, on, off); None without the jar."""
+    try:
+        found = json.loads(_compilers(spark).report())
+    except Exception:  # noqa: BLE001 - as in release
+        return None
+    return {"mode": mode, "optimizing_compiler": found["optimizing_compiler"],
+            "released_because": found["released_because"]}
+
+
+def decide(spark: SparkSession, measured: dict | Future | None, indexed: bool) -> None:
+    """Before the query: release C2 for a large backlog, or for one that is not measured. ``measured``: the
+    backlog before the query (a Kafka source's, being measured: decided once it is); ``indexed``: sluice's
+    discovery, whose first listing decides."""
+    if indexed:
+        return
+    if isinstance(measured, Future):
+        threshold = int(spark.conf.get(FULL_RECORDS, "500000"))
+        measured.add_done_callback(lambda done: _by_records(spark, done, threshold))
+        return
+    if measured and measured.get("source") == "files" and measured.get("bytes") is not None:
+        threshold = int(spark.conf.get(FULL_BYTES, str(64 << 20)))
+        if measured["bytes"] >= threshold:
+            release(spark, f"new files of {measured['bytes']} bytes (at least {threshold})")
+        return
+    release(spark, f"a {(measured or {}).get('source', 'source')} backlog not measured in bytes or records")
+
+
+def _by_records(spark: SparkSession, done: Future, threshold: int) -> None:
+    try:
+        measured = done.result()
+    except BaseException:  # noqa: BLE001 - said by the run; its size is unknown
+        measured = None
+    records = (measured or {}).get("offsets")
+    if records is None:
+        release(spark, "a Kafka backlog that could not be measured")
+    elif records >= threshold:
+        release(spark, f"a Kafka backlog of {records} records (at least {threshold})")
