@@ -6,7 +6,7 @@ says which, as the driver's JVM has it."""
 from __future__ import annotations
 
 from tests.e2e.conftest import last_json_line, sluice
-from tests.helpers import orders_spec, write_orders, write_spec
+from tests.helpers import kafka_spec, new_topic, orders_spec, produce, write_orders, write_spec
 
 
 def run(name: str) -> dict:
@@ -44,3 +44,20 @@ def test_c2_is_held_for_a_small_run_and_released_before_the_batch_of_a_large_one
     assert jit(run("listed"))[:3] == (2, "auto", "on")
     size = write_orders(lake.lake_root / "landing" / "listed", "b.json", range(2, 5)).stat().st_size
     assert jit(run("listed")) == (3, "auto", "released", f"new files of {size} bytes (at least 1)")
+
+
+def test_a_kafka_run_releases_c2_once_its_brokers_said_its_backlog_is_large(lake, kafka_broker, monkeypatch):
+    monkeypatch.delenv("SLUICE_DRIVER_JIT", raising=False)
+    servers = kafka_broker.bootstrap_servers
+    topic = new_topic(servers)
+    produce(servers, topic, range(3))
+    spec = kafka_spec("kjit", servers, topic)
+    write_spec(lake.pipelines_dir, spec)
+    assert jit(run("kjit")) == (3, "auto", "on", None)  # a first run
+
+    produce(servers, topic, range(3, 5))
+    assert jit(run("kjit")) == (2, "auto", "held", None)  # 2 records wait: fewer than 500,000
+
+    write_spec(lake.pipelines_dir, {**spec, "spark_conf": {"spark.sluice.jit.fullRecords": 3}})
+    produce(servers, topic, range(5, 8))
+    assert jit(run("kjit")) == (3, "auto", "released", "a Kafka backlog of 3 records (at least 3)")
