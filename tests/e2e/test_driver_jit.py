@@ -6,7 +6,14 @@ says which, as the driver's JVM has it."""
 from __future__ import annotations
 
 from tests.e2e.conftest import last_json_line, sluice
-from tests.helpers import kafka_spec, new_topic, orders_spec, produce, write_orders, write_spec
+from tests.helpers import (
+    kafka_spec,
+    new_topic,
+    orders_spec,
+    produce,
+    write_orders,
+    write_spec,
+)
 
 
 def run(name: str) -> dict:
