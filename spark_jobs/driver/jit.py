@@ -18,9 +18,6 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-FULL_BYTES = "spark.sluice.jit.fullBytes"
-FULL_RECORDS = "spark.sluice.jit.fullRecords"
-
 
 def _compilers(spark: SparkSession) -> Any:
     return spark._jvm.dev.sluice.files.Compilers
@@ -34,36 +31,39 @@ def release(spark: SparkSession, why: str) -> bool:
         return False
 
 
+def _release_for(spark: SparkSession, method: str, amount: int) -> None:
+    """``Compilers.releaseForBytes`` or ``releaseForRecords``: C2 released at the session's threshold."""
+    try:
+        getattr(_compilers(spark), method)(spark._jsparkSession, amount)
+    except Exception:  # noqa: BLE001 - as in release
+        pass
+
+
 def report(spark: SparkSession, mode: str) -> dict[str, Any] | None:
     """``{"mode", "optimizing_compiler", "released_because"}``: ``mode`` as ``SLUICE_DRIVER_JIT`` says, the rest
     as the JVM says (``Compilers.report``: held, released, on, off); None without the jar."""
     try:
-        found = json.loads(_compilers(spark).report())
+        return {"mode": mode, **json.loads(_compilers(spark).report())}
     except Exception:  # noqa: BLE001 - as in release
         return None
-    return {"mode": mode, "optimizing_compiler": found["optimizing_compiler"],
-            "released_because": found["released_because"]}
 
 
 def decide(spark: SparkSession, measured: dict | Future | None, indexed: bool) -> None:
     """Before the query: release C2 for a large backlog, or for one that is not measured. ``measured``: the
     backlog before the query (a Kafka source's, being measured: decided once it is); ``indexed``: sluice's
-    discovery, whose first listing decides."""
+    discovery, whose first listing decides. The thresholds are ``Compilers``' (the session's settings)."""
     if indexed:
         return
     if isinstance(measured, Future):
-        threshold = int(spark.conf.get(FULL_RECORDS, "500000"))
-        measured.add_done_callback(lambda done: _by_records(spark, done, threshold))
+        measured.add_done_callback(lambda done: _by_records(spark, done))
         return
     if measured and measured.get("source") == "files" and measured.get("bytes") is not None:
-        threshold = int(spark.conf.get(FULL_BYTES, str(64 << 20)))
-        if measured["bytes"] >= threshold:
-            release(spark, f"new files of {measured['bytes']} bytes (at least {threshold})")
+        _release_for(spark, "releaseForBytes", measured["bytes"])
         return
     release(spark, f"a {(measured or {}).get('source', 'source')} backlog not measured in bytes or records")
 
 
-def _by_records(spark: SparkSession, done: Future, threshold: int) -> None:
+def _by_records(spark: SparkSession, done: Future) -> None:
     try:
         measured = done.result()
     except BaseException:  # noqa: BLE001 - said by the run; its size is unknown
@@ -71,5 +71,5 @@ def _by_records(spark: SparkSession, done: Future, threshold: int) -> None:
     records = (measured or {}).get("offsets")
     if records is None:
         release(spark, "a Kafka backlog that could not be measured")
-    elif records >= threshold:
-        release(spark, f"a Kafka backlog of {records} records (at least {threshold})")
+    else:
+        _release_for(spark, "releaseForRecords", records)

@@ -3,7 +3,6 @@ package dev.sluice.files;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import java.lang.management.ManagementFactory;
-import java.util.List;
 import javax.management.ObjectName;
 
 /**
@@ -29,28 +28,19 @@ public final class Compilers {
   public static final long FULL_RECORDS = 500_000L;
 
   private static final ObjectMapper JSON = new ObjectMapper();
+  /** Whether this JVM was started with C2 held back (its directive file among its options). */
+  private static final boolean STARTED_HELD = ManagementFactory.getRuntimeMXBean().getInputArguments().stream()
+      .anyMatch(arg -> arg.startsWith("-XX:CompilerDirectivesFile=") && arg.endsWith(HOLD_FILE));
+  private static final boolean QUICK =
+      ManagementFactory.getRuntimeMXBean().getInputArguments().contains("-XX:TieredStopAtLevel=1");
   private static boolean released;
   private static String because;
 
   private Compilers() {}
 
-  private static List<String> arguments() {
-    return ManagementFactory.getRuntimeMXBean().getInputArguments();
-  }
-
-  /** Whether this JVM was started with C2 held back. */
-  public static boolean startedHeld() {
-    for (String arg : arguments()) {
-      if (arg.startsWith("-XX:CompilerDirectivesFile=") && arg.endsWith(HOLD_FILE)) {
-        return true;
-      }
-    }
-    return false;
-  }
-
   /** Whether C2 is held back now. */
   public static synchronized boolean held() {
-    return startedHeld() && !released;
+    return STARTED_HELD && !released;
   }
 
   /**
@@ -73,28 +63,27 @@ public final class Compilers {
     return true;
   }
 
-  /** C2 released when {@code bytes} of new files reach {@code threshold}; whether it was released now. */
-  public static boolean releaseForBytes(long bytes, long threshold) {
-    return bytes >= threshold && release("new files of " + bytes + " bytes (at least " + threshold + ")");
+  /** C2 released when {@code bytes} of new files reach the session's {@code spark.sluice.jit.fullBytes}. */
+  public static boolean releaseForBytes(org.apache.spark.sql.SparkSession spark, long bytes) {
+    long threshold = Long.parseLong(spark.conf().get("spark.sluice.jit.fullBytes", String.valueOf(FULL_BYTES)));
+    return held() && bytes >= threshold
+        && release("new files of " + bytes + " bytes (at least " + threshold + ")");
   }
 
-  /** C2 released when the session's threshold ({@code spark.sluice.jit.fullBytes}) is reached by {@code bytes}. */
-  static void releaseForBytes(org.apache.spark.sql.SparkSession spark, long bytes) {
-    if (held()) {
-      releaseForBytes(bytes, Long.parseLong(spark.conf().get("spark.sluice.jit.fullBytes", String.valueOf(FULL_BYTES))));
-    }
+  /** C2 released when a Kafka backlog of {@code records} reaches the session's {@code spark.sluice.jit.fullRecords}. */
+  public static boolean releaseForRecords(org.apache.spark.sql.SparkSession spark, long records) {
+    long threshold = Long.parseLong(spark.conf().get("spark.sluice.jit.fullRecords", String.valueOf(FULL_RECORDS)));
+    return held() && records >= threshold
+        && release("a Kafka backlog of " + records + " records (at least " + threshold + ")");
   }
 
   /**
-   * {@code {"mode", "optimizing_compiler", "released_because"}} as JSON text: {@code mode} auto (started held), quick
-   * (first tier only) or full; {@code optimizing_compiler} held, released, on (full) or off (quick).
+   * {@code {"optimizing_compiler", "released_because"}} as JSON text: held, released (started held), on (the JVM's
+   * default) or off (quick: the first tier only).
    */
   public static synchronized String report() {
     ObjectNode out = JSON.createObjectNode();
-    boolean quick = arguments().contains("-XX:TieredStopAtLevel=1");
-    boolean auto = startedHeld();
-    out.put("mode", auto ? "auto" : quick ? "quick" : "full");
-    out.put("optimizing_compiler", auto ? (released ? "released" : "held") : quick ? "off" : "on");
+    out.put("optimizing_compiler", STARTED_HELD ? (released ? "released" : "held") : QUICK ? "off" : "on");
     out.put("released_because", because);
     return out.toString();
   }
