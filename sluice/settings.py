@@ -26,6 +26,9 @@ env                        meaning                                     default
 ``SLUICE_DRIVER_JIT``      ``auto``: C2 held back until a run proves   ``auto``
                            large; ``full``: the JVM's default;
                            ``quick``: the JIT's first tier only
+``SLUICE_IDLE_RUNS``       ``skip``: a run with nothing to do starts   ``skip``
+                           no driver (``sluice.operations.idle``);
+                           ``run``: every run starts one
 ``SLUICE_SPARK_CONF``      Spark settings of every driver, a JSON      none
                            object (a spec's ``spark_conf`` overrides)
 ``SLUICE_MAINTENANCE_SCHEDULE``  the maintenance DAG's schedule       ``@daily`` (``none``: manual runs only)
@@ -112,6 +115,11 @@ class Settings(BaseModel):
     small increment spends most of its CPU compiling, and C2's compiles rarely pay back before it exits. ``full``:
     the JVM's default. ``quick``: the first tier only (``-XX:TieredStopAtLevel=1``), also for a large run, which
     it makes slower."""
+    idle_runs: Literal["skip", "run"] = "skip"
+    """``skip``: an incremental run that the launcher can prove has nothing to do (no new file, record or upstream
+    version; no batch pending; the spec unchanged since the last run that ended well: :mod:`sluice.operations.idle`)
+    starts no driver: its summary (``idle_run``) and ledger row are written by the launcher in a fraction of a
+    second. ``run``: every run starts its driver, as before."""
     spark_conf: dict[str, str] = {}
     """Spark settings for every driver this deployment starts (and sluice's in-process sessions), over sluice's
     defaults and under a spec's own ``spark_conf``: e.g. a site's memory sizes, or, for a test suite of many
@@ -257,6 +265,7 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         spark_master=env.get("SLUICE_SPARK_MASTER") or "local[*]",
         jvm_archive=(env.get("SLUICE_JVM_ARCHIVE") or "").lower() not in ("off", "0", "false"),
         driver_jit=driver_jit(env.get("SLUICE_DRIVER_JIT")),
+        idle_runs=idle_runs(env.get("SLUICE_IDLE_RUNS")),
         spark_conf=spark_conf(env.get("SLUICE_SPARK_CONF")),
         maintenance_schedule=None if schedule.lower() in ("", "none") else schedule,
         stack_home=folder("SLUICE_STACK_HOME", home / "var" / "stack"),
@@ -387,6 +396,15 @@ def driver_jit(value: str | None) -> Literal["auto", "full", "quick"]:
         raise ValueError(f"SLUICE_DRIVER_JIT={value!r} is not a choice: set it to 'auto' (the optimising tier "
                          "held back until a run proves large), 'quick' (the JIT's first tier only, for short runs) "
                          "or 'full' (the JVM's default), or unset it")
+    return choice  # type: ignore[return-value]
+
+
+def idle_runs(value: str | None) -> Literal["skip", "run"]:
+    """``SLUICE_IDLE_RUNS`` read: unset or empty is ``skip``; anything but the two choices is refused."""
+    choice = (value or "skip").strip().lower()
+    if choice not in ("skip", "run"):
+        raise ValueError(f"SLUICE_IDLE_RUNS={value!r} is not a choice: set it to 'skip' (a run with nothing to do "
+                         "starts no driver) or 'run' (every run starts its driver), or unset it")
     return choice  # type: ignore[return-value]
 
 

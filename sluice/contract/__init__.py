@@ -314,6 +314,11 @@ class RunSummary(Summary):
     does not hold), and ``backlog_after`` one more listing against that index."""
     backlog_after: dict[str, Any] | None = None
     """What waited when it ended: what arrived during the run (a real run only)."""
+    idle_run: dict[str, Any] | None = None
+    """A run the launcher proved had nothing to do, so it started no driver (``SLUICE_IDLE_RUNS=skip``,
+    :mod:`sluice.operations.idle`): ``driver_started`` (false), ``why`` (what proves it idle),
+    ``checked_in_s``, and what was looked at (``files_listed``, ``files_known``; ``partitions``;
+    ``upstream_version``). Absent from a run that started its driver."""
     orphan_files: dict[str, Any] | None = None
     """A failed run: the data files it left in its tables that no commit names (a full disk, a failed write):
     ``count``, ``bytes``, the ``paths`` (the first 100), per table role in ``tables``. Nothing reads them; the
@@ -337,6 +342,27 @@ def refused_summary(job: JobRequest, *, pipeline: str, sink: str, checkpoint: st
         return RunSummary(**{**common, "trigger": job.trigger}, quarantine=quarantine, batches=0, input_rows=0,
                           output_rows=0)
     return MaintenanceSummary(**common, optimize=False)
+
+
+def idle_summary(job: JobRequest, *, pipeline: str, sink: str, checkpoint: str, quarantine: str, started: float,
+                 why: str, backlog: dict[str, Any] | None, facts: dict[str, Any], checked_in_s: float) -> RunSummary:
+    """The summary of a run the launcher found idle (:mod:`sluice.operations.idle`): ``status: succeeded``, no
+    batch, the table's version before and after the same, the backlog it measured before and after (the same
+    listing), ``idle_run`` saying why -- recorded in the ledger like any run (docs/run-summary.md)."""
+    ended = time.time()
+    facts = dict(facts)
+    version = facts.pop("delta_version", None)
+    checkpoint_id = facts.pop("checkpoint_id", None)
+    facts.pop("batch", None)
+    return RunSummary(
+        pipeline=pipeline, run_id=job.run_id, mode=job.mode, trigger=job.trigger, dry_run=False, status="succeeded",
+        started_at=iso(started), sink=sink, checkpoint=checkpoint, checkpoint_id=checkpoint_id, batches=0, input_rows=0, output_rows=0, delta_version_before=version, delta_version_after=version,
+        micro_batches=[], skipped_batches=[], bad_records=0, quarantined_rows=0, dropped_rows=0, rescued_rows=0,
+        expectations={}, quarantine=quarantine, airflow=job.airflow, refused=False, error=None,
+        phases_s={"idle_check": checked_in_s}, backlog_before=backlog, backlog_after=backlog,
+        idle_run={"driver_started": False, "why": why, "checked_in_s": checked_in_s, **facts},
+        ended_at=iso(ended), duration_s=round(ended - started, 3),
+    )
 
 
 class MaintenanceSummary(Summary):

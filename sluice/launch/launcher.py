@@ -24,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from sluice.contract import JobRequest, Summary, refused_summary
+from sluice.contract import JobRequest, Summary, idle_summary, refused_summary
 from sluice.launch.submit import SubmitPlan, spark_submit_command
 from sluice.process import kill_tree
 from sluice.settings import Settings
@@ -66,6 +66,9 @@ def launch(plan: SubmitPlan, lock: Any, submit: Callable[[SubmitPlan], None]) ->
     try:
         check_reachable(plan.object_store_uris)  # a missing bucket, wrong credentials: said before anything starts
         with lock:
+            idle = idle_run(plan, requested)
+            if idle is not None:
+                return idle
             started = time.monotonic()
             try:
                 submit(plan)
@@ -108,6 +111,11 @@ def launch_group(plans: list[SubmitPlan], locks: list[Any], submit: Callable[[Su
             except (PipelineBusy, ObjectStoreError) as refused:
                 outcomes[n] = JobFailed(str(refused), record_refusal(plan, str(refused), requested),
                                         refused_here=True)
+        for n in list(going):
+            idle = idle_run(plans[n], requested)
+            if idle is not None:
+                outcomes[n] = idle
+                going.remove(n)
         started = time.monotonic()
         failure: BaseException | None = None
         if going:
@@ -126,6 +134,28 @@ def launch_group(plans: list[SubmitPlan], locks: list[Any], submit: Callable[[Su
             outcomes[n] = (summary if summary.succeeded
                            else JobFailed(f"{plan.what} of {plan.pipeline} failed: {summary.error}", summary, failure))
     return [outcomes[n] for n in range(len(plans))]
+
+
+def idle_run(plan: SubmitPlan, started: float) -> Summary | None:
+    """The summary of a run its check proved idle (:mod:`sluice.operations.idle`), its ledger row appended as
+    every run's is; None when the driver must run (the check said no, or the plan has none)."""
+    if plan.idle_check is None or plan.job is None or not plan.places:
+        return None
+    verdict = plan.idle_check()
+    if not verdict.idle:
+        return None
+    places = plan.places
+    backlog = {**(verdict.backlog or {}), "measured_in_s": verdict.seconds}
+    summary = idle_summary(plan.job, pipeline=plan.pipeline, sink=places["sink"], checkpoint=places["checkpoint"],
+                           quarantine=places["quarantine"], started=started, why=verdict.why, backlog=backlog,
+                           facts=verdict.facts, checked_in_s=verdict.seconds)
+    if plan.job.write_ledger:
+        from sluice.operations.ledger import record_run
+
+        mark = time.monotonic()
+        record_run(places["ledger"], summary, Path(places["spool"]) if places.get("spool") else None)
+        summary.note_phase("ledger", time.monotonic() - mark)
+    return summary
 
 
 def record_refusal(plan: SubmitPlan, error: str, started: float) -> Summary | None:

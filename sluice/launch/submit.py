@@ -7,10 +7,12 @@ operator and ``sluice run`` hand its fields to the provider's ``SparkSubmitHook`
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -59,6 +61,9 @@ class SubmitPlan:
     places: dict[str, str] = field(default_factory=dict)
     """The job's ``sink``, ``checkpoint``, ``quarantine`` and ``ledger``: what a refusal's summary and ledger row
     name when the launcher refuses the job before its driver starts (:func:`sluice.launch.launcher.launch`)."""
+    idle_check: Callable[[], Any] | None = field(default=None, compare=False, repr=False)
+    """An incremental run's check, under its lock, that it has nothing to do (:func:`sluice.operations.idle.check`,
+    a :class:`~sluice.operations.idle.Verdict`): the launcher then starts no driver. None: the driver runs."""
 
     @property
     def what(self) -> str:
@@ -136,7 +141,17 @@ def build_plan(job: JobRequest, spec: PipelineSpec, settings: Settings, *, workd
         places={"sink": spec.sink_path(settings), "checkpoint": spec.checkpoint_path(settings),
                 "quarantine": spec.quarantine_table_path(settings), "ledger": str(settings.ledger_path),
                 "spool": str(settings.ledger_spool)},
+        idle_check=idle_check(job, spec, settings),
     )
+
+
+def idle_check(job: JobRequest, spec: PipelineSpec, settings: Settings) -> Callable[[], Any] | None:
+    """The idle check of an incremental run (``SLUICE_IDLE_RUNS=skip``); None for any other job."""
+    if settings.idle_runs != "skip" or job.kind != "run" or job.mode != "incremental":
+        return None
+    from sluice.operations import idle
+
+    return functools.partial(idle.check, job, spec, settings)
 
 
 def object_store_uris(spec: PipelineSpec, settings: Settings) -> list[str]:

@@ -87,9 +87,25 @@ def _size(n: int) -> str:
 # --- files ----------------------------------------------------------------------------------------
 
 def files_backlog(source_root: str, checkpoint: Checkpoint, *, options: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The files under ``source_root`` (a folder, or a glob) that the checkpoint's source log does not hold.
-    As Spark's file source lists: hidden files and folders (``.name``, ``_name``) are not input, and
-    ``pathGlobFilter`` filters file names."""
+    """The files under ``source_root`` (a folder, or a glob) that the checkpoint's source log does not hold,
+    listed as Spark's file source lists them (:func:`source_files`)."""
+    seen = {path for entry in checkpoint.source_log() if (path := source_file(entry["path"])) is not None}
+    files = size = 0
+    oldest: int | None = None
+    for uri, length, mtime in source_files(source_root, options):
+        if file_key(uri) in seen:
+            continue
+        files += 1
+        size += length
+        oldest = mtime if oldest is None else min(oldest, mtime)
+    oldest_at = datetime.fromtimestamp(oldest / 1e9, UTC).isoformat(timespec="seconds") if oldest else None
+    return {"files": files, "bytes": size, "oldest_at": oldest_at}
+
+
+def source_files(source_root: str, options: dict[str, Any] | None = None):
+    """Every input file under ``source_root`` (a folder, or a glob), as ``(uri, size, mtime_ns)``: every level of
+    sub-folders, names Spark's file source skips left out at any level (:func:`hidden`), the path's glob and
+    ``pathGlobFilter`` on file names applied. One listing (local disk or a bucket)."""
     from pyarrow import fs as pafs
 
     from sluice.storage.files import Storage
@@ -98,28 +114,26 @@ def files_backlog(source_root: str, checkpoint: Checkpoint, *, options: dict[str
     name_filter = str((options or {}).get("pathGlobFilter") or "") or None
     storage = Storage(root)
     selector = pafs.FileSelector(storage.root, allow_not_found=True, recursive=True)
-    seen = {path for entry in checkpoint.source_log() if (path := source_file(entry["path"])) is not None}
-    files = size = 0
-    oldest: int | None = None
     for info in storage.fs.get_file_info(selector):
         if info.type != pafs.FileType.File:
             continue
         relative = posixpath.relpath(info.path, storage.root)
-        if any(part.startswith((".", "_")) for part in relative.split("/")):
+        if any(hidden(part) for part in relative.split("/")):
             continue
         if name_filter and not fnmatch.fnmatchcase(posixpath.basename(relative), name_filter):
             continue
         uri = f"{root.rstrip('/')}/{relative}"
         if pattern and not fnmatch.fnmatchcase(uri, pattern):
             continue
-        if file_key(uri) in seen:
-            continue
-        files += 1
-        size += info.size or 0
-        mtime = info.mtime_ns or 0
-        oldest = mtime if oldest is None else min(oldest, mtime)
-    oldest_at = datetime.fromtimestamp(oldest / 1e9, UTC).isoformat(timespec="seconds") if oldest else None
-    return {"files": files, "bytes": size, "oldest_at": oldest_at}
+        yield uri, info.size or 0, info.mtime_ns or 0
+
+
+def hidden(name: str) -> bool:
+    """A name Spark's file source does not read (Hadoop's ``shouldFilterOutPathName``): ``.x``, ``_x`` unless it
+    is a partition folder (``_x=1``) or Parquet's ``_metadata``/``_common_metadata``, ``x._COPYING_``."""
+    if name.startswith(("_common_metadata", "_metadata")):
+        return False
+    return (name.startswith("_") and "=" not in name) or name.startswith(".") or name.endswith("._COPYING_")
 
 
 def _split_glob(path: str) -> tuple[str, str | None]:
@@ -135,7 +149,8 @@ def _split_glob(path: str) -> tuple[str, str | None]:
 
 def kafka_backlog(source: KafkaSource, checkpoint: Checkpoint, *, timeout_seconds: float = 10.0,
                   config: dict[str, str] | None = None, committed: tuple | None = None) -> dict[str, Any]:
-    """Per partition, the high watermark minus where the checkpoint's last committed batch ended.
+    """Per partition, the high watermark minus where the checkpoint's last committed batch ended; ``lost``
+    (only when some are): records after that end the brokers deleted (retention) before they were read.
     ``config``: the Kafka client properties the run uses (Java names, as Spark's Kafka source takes them);
     by default the spec's brokers and ``kafka.*`` options. ``committed``: ``(offsets,)``, the checkpoint's
     :meth:`~sluice.storage.checkpoint.Checkpoint.last_offset` read before; by default read here."""
@@ -151,17 +166,20 @@ def kafka_backlog(source: KafkaSource, checkpoint: Checkpoint, *, timeout_second
         wanted = _topics(source, list(topics))
         committed = checkpoint.last_offset() if committed is None else committed[0]
         partitions: dict[str, int] = {}
+        lost = 0  # records after the last batch's end that the brokers deleted before they were read
         for topic in wanted:
             if topic not in topics:
                 raise BacklogUnknown(f"topic {topic} does not exist on {config.get('bootstrap.servers')}")
             for partition in sorted(topics[topic].partitions):
                 low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout_seconds)
                 start = _start(committed, source.starting_offsets, topic, partition)
+                if start >= 0 and start < low:
+                    lost += low - start
                 start = low if start == -2 else high if start == -1 else max(start, low)
                 partitions[f"{topic}/{partition}"] = max(0, high - start)
     finally:
         consumer.close()
-    return {"offsets": sum(partitions.values()), "partitions": partitions}
+    return {"offsets": sum(partitions.values()), "partitions": partitions, **({"lost": lost} if lost else {})}
 
 
 def _client_config(source: KafkaSource) -> dict[str, str]:

@@ -15,6 +15,7 @@ from sluice.contract import (
     ReingestReport,
     RunSummary,
 )
+from sluice.operations import idle
 from sluice.operations.catalog import CatalogError
 from sluice.schema.stored import store_missing
 from sluice.settings import Settings
@@ -71,6 +72,7 @@ def run_pipeline(spark: SparkSession, spec: PipelineSpec, settings: Settings, jo
     real one), both deleted afterwards: the real checkpoint and table are not touched, and the summary says
     what the next real run would do. Raises :class:`RunFailed` (carrying the summary) if the run fails.
     """
+    loaded = spec  # as its file says: what the next run's idle check compares (sluice.operations.idle)
     spec = resolve_upstream(_with_rate_limits(spec, job), settings)  # a Delta source's table, read once
     table = spec.sink_path(settings)
     checkpoint = spec.checkpoint_path(settings)
@@ -90,8 +92,13 @@ def run_pipeline(spark: SparkSession, spec: PipelineSpec, settings: Settings, jo
     real = Place(table=table, checkpoint=checkpoint, quarantine=summary.quarantine)
     run = Run(spark, spec, settings, job, summary, real=real, target=Place.scratch(scratch) if scratch else real)
 
+    # a real run (not a backfill: it never touches the checkpoint) that ends well lets the next one be idle
+    marks_idle = not job.dry_run and job.backfill is None
+
     def body() -> None:
         nonlocal spec
+        if marks_idle:
+            idle.forget(Checkpoint(checkpoint))  # until this run ends well, the next one starts its driver
         spec = run.spec = names.named_upstream(spark, spec, settings)  # a table no pipeline here writes
         _list_local_files_on_the_driver(spark, spec, settings)
         _read_schema(run)  # under the driver lock: two first runs cannot each store a version 0
@@ -117,6 +124,8 @@ def run_pipeline(spark: SparkSession, spec: PipelineSpec, settings: Settings, jo
                 summary.backlog_after = backlog.at_end(spark, spec, settings, run.target.checkpoint, summary.error)
         if not job.dry_run:
             _register_names(run)  # after the data is committed (a backfill's too)
+        if marks_idle and summary.error is None:
+            idle.remember(Checkpoint(run.real.checkpoint), loaded, settings, job.run_id)
 
     try:
         record.run(body, refusals=(guards.GuardRefused,))
