@@ -114,15 +114,17 @@ def source_files(source_root: str, options: dict[str, Any] | None = None):
     name_filter = str((options or {}).get("pathGlobFilter") or "") or None
     storage = Storage(root)
     selector = pafs.FileSelector(storage.root, allow_not_found=True, recursive=True)
+    start, prefix = len(storage.root.rstrip("/")) + 1, root.rstrip("/")
     for info in storage.fs.get_file_info(selector):
         if info.type != pafs.FileType.File:
             continue
-        relative = posixpath.relpath(info.path, storage.root)
-        if any(hidden(part) for part in relative.split("/")):
-            continue
+        relative = info.path[start:]  # the listing's paths are under the root it was asked for
+        if ("/" + relative).count("/_") + ("/" + relative).count("/.") or relative.endswith("._COPYING_"):
+            if any(hidden(part) for part in relative.split("/")):  # a name that may be hidden: looked at closely
+                continue
         if name_filter and not fnmatch.fnmatchcase(posixpath.basename(relative), name_filter):
             continue
-        uri = f"{root.rstrip('/')}/{relative}"
+        uri = f"{prefix}/{relative}"
         if pattern and not fnmatch.fnmatchcase(uri, pattern):
             continue
         yield uri, info.size or 0, info.mtime_ns or 0

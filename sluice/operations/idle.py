@@ -13,10 +13,11 @@ not answer -- is not idle: the driver runs and says what it found.
 
 * the job is an incremental run (not a dry run, a reset, a backfill or maintenance) and ``SLUICE_IDLE_RUNS``
   is ``skip`` (the default);
-* the pipeline's last run ended with no error, with this very spec: the driver deletes :data:`MARKER` from the
-  checkpoint when a run starts and writes it, with the spec's digest, when a run ends well (:func:`remember`).
-  A changed spec, a failed or killed run, a refused one: the next run starts its driver, which checks the spec
-  against the table and the checkpoint, evolves the schema, reports the error;
+* the checkpoint and the table are as the pipeline's last run that ended with no error left them, with this
+  very spec: its driver wrote :data:`MARKER` (:func:`remember`: the spec's digest, the last batch done, the
+  table's version). A changed spec, a batch done since (a run killed after its commit), the table changed since
+  (a backfill, maintenance, a write by hand): the next run starts its driver, which checks the spec against the
+  table and the checkpoint, evolves the schema, reports what it finds;
 * no table name in a catalog (registering it is a run's), and a source read by its path;
 * the checkpoint has progress, no batch planned and not done, none of sluice's markers of a half-done step, no
   state (a stateful query's no-data batches are Spark's to decide) and no companion query's checkpoint;
@@ -24,7 +25,7 @@ not answer -- is not idle: the driver runs and says what it found.
 * the source has nothing new. Files: no file the source log does not hold (as Spark's file source and
   sluice's discovery list: every level of sub-folders, hidden names skipped, the path's glob and
   ``pathGlobFilter``), no file it holds with another modification time or size (``on_overwrite``), and with
-  ``clean_source`` none left in the landing folder. Kafka: every partition's latest offset is where the last
+  ``clean_source`` none left in the landing folder; a source log over :data:`LOG_BYTES` is the driver's. Kafka: every partition's latest offset is where the last
   batch ended (and no record it has not read was deleted). Delta: no upstream version after the last one read.
 
 Imports neither Airflow nor PySpark.
@@ -76,16 +77,14 @@ def spec_digest(spec: PipelineSpec, settings: Settings) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def forget(checkpoint: Checkpoint) -> None:
-    """A run starts: until it ends well, the next run starts its driver."""
-    if checkpoint.files.exists(MARKER):
-        checkpoint.delete(MARKER)
-
-
-def remember(checkpoint: Checkpoint, spec: PipelineSpec, settings: Settings, run_id: str) -> None:
-    """A run ended well with ``spec``: the next one may be idle."""
-    checkpoint.write(MARKER, json.dumps({"spec_digest": spec_digest(spec, settings), "run_id": run_id,
-                                         "at": time.time()}))
+def remember(checkpoint: Checkpoint, spec: PipelineSpec, settings: Settings, *, batch: int | None,
+             delta_version: int | None) -> None:
+    """A run ended well with ``spec``, the checkpoint's last batch done and the sink table's version as given: the
+    next run may be idle if they are still so. Written only when it changes (a run that found nothing writes
+    nothing in the checkpoint)."""
+    record = {"spec_digest": spec_digest(spec, settings), "batch": batch, "delta_version": delta_version}
+    if checkpoint.read_json(MARKER) != record:
+        checkpoint.write(MARKER, json.dumps(record, sort_keys=True))
 
 
 def check(job: Any, spec: PipelineSpec, settings: Settings) -> Verdict:
@@ -103,7 +102,7 @@ def _check(job: Any, spec: PipelineSpec, settings: Settings) -> Verdict:
     if settings.idle_runs != "skip":
         return Verdict(False, "SLUICE_IDLE_RUNS=run")
     if job.kind != "run" or job.mode != "incremental":
-        return Verdict(False, f"a {job.mode} run")
+        return Verdict(False, f"not an incremental run ({job.mode})")
     if spec.table_name(settings) or spec.quarantine_table_name(settings):
         return Verdict(False, "its tables have names in the catalog")
     digest = spec_digest(spec, settings)
@@ -120,7 +119,7 @@ def _check(job: Any, spec: PipelineSpec, settings: Settings) -> Verdict:
     checkpoint = Checkpoint(spec.checkpoint_path(settings))
     marker = checkpoint.read_json(MARKER)
     if not isinstance(marker, dict) or marker.get("spec_digest") != digest:
-        return Verdict(False, "its last run did not end well with this spec")
+        return Verdict(False, "its last run that ended well had another spec")
     names = {entry.name for entry in checkpoint.files.list() if not entry.name.startswith(".")}
     extra = sorted(names - KNOWN)
     if extra or BAD_RECORDS_CHECKPOINT in names or any(m in names for m in MARKERS):
@@ -135,10 +134,15 @@ def _check(job: Any, spec: PipelineSpec, settings: Settings) -> Verdict:
         return Verdict(False, f"batch {checkpoint.pending_batch()} is planned and not done")
     from sluice.storage.delta_log import DeltaLog
 
+    if done[-1] != marker.get("batch"):
+        return Verdict(False, f"batch {done[-1]} is done since its last run that ended well")
     log = DeltaLog.open(spec.sink_path(settings))
     versions = log.versions() if log is not None else []
     if not versions:
         return Verdict(False, "its table has no commit")
+    if versions[-1] != marker.get("delta_version"):
+        return Verdict(False, f"its table is at version {versions[-1]} since its last run that ended well "
+                              f"(at {marker.get('delta_version')})")
     facts = {"checkpoint_id": checkpoint.query_id(), "delta_version": versions[-1], "batch": done[-1]}
     if isinstance(source, FileSource):
         return _files(spec, settings, checkpoint, facts)
@@ -149,10 +153,28 @@ def _check(job: Any, spec: PipelineSpec, settings: Settings) -> Verdict:
 
 # --- the sources --------------------------------------------------------------------------------------------
 
+LOG_BYTES = 32 * 1024 * 1024
+"""A source log larger than this (~250,000 files of history) is not read here: over a history that long the
+driver's discovery, which lists names first and keeps its index in a binary snapshot, finds "nothing new"
+sooner than this process parses the log (docs/performance.md)."""
+
+
+def _log_bytes(checkpoint: Checkpoint) -> int:
+    """The bytes of the source log a listing is compared with: the latest compact file and the batches after it."""
+    sizes = {e.name: e.size for e in checkpoint.files.list("sources", "0") if e.is_file}
+    compacts = [int(n[:-len(".compact")]) for n in sizes if n.endswith(".compact") and n[:-len(".compact")].isdigit()]
+    last = max(compacts, default=-1)
+    return (sizes.get(f"{last}.compact", 0) if compacts else 0) + sum(
+        size for name, size in sizes.items() if name.isdigit() and int(name) > last)
+
+
 def _files(spec: PipelineSpec, settings: Settings, checkpoint: Checkpoint, facts: dict[str, Any]) -> Verdict:
     from sluice.operations.backlog import source_files
 
     source = spec.source
+    log_bytes = _log_bytes(checkpoint)
+    if log_bytes > LOG_BYTES:
+        return Verdict(False, f"a source log of {log_bytes} bytes: its driver's discovery is quicker")
     known: dict[str, tuple[int, int | None]] = {}
     for entry in checkpoint.source_log():
         path = source_file(entry["path"])

@@ -97,8 +97,6 @@ def run_pipeline(spark: SparkSession, spec: PipelineSpec, settings: Settings, jo
 
     def body() -> None:
         nonlocal spec
-        if marks_idle:
-            idle.forget(Checkpoint(checkpoint))  # until this run ends well, the next one starts its driver
         spec = run.spec = names.named_upstream(spark, spec, settings)  # a table no pipeline here writes
         _list_local_files_on_the_driver(spark, spec, settings)
         _read_schema(run)  # under the driver lock: two first runs cannot each store a version 0
@@ -125,7 +123,9 @@ def run_pipeline(spark: SparkSession, spec: PipelineSpec, settings: Settings, jo
         if not job.dry_run:
             _register_names(run)  # after the data is committed (a backfill's too)
         if marks_idle and summary.error is None:
-            idle.remember(Checkpoint(run.real.checkpoint), loaded, settings, job.run_id)
+            done = Checkpoint(run.real.checkpoint).done()
+            idle.remember(Checkpoint(run.real.checkpoint), loaded, settings, batch=done[-1] if done else None,
+                          delta_version=current_version(spark, run.real.table))
 
     try:
         record.run(body, refusals=(guards.GuardRefused,))

@@ -148,8 +148,12 @@ def test_an_airflow_backfill_upstream_is_rebuilt_down_the_chain_by_asset_trigger
                                                     (e.get("extra") or {}).get("rebuilt"))) for e in events}
     assert {(NAMES["bronze"], '"2026-11-01..2026-11-01"'), (NAMES["bronze"], '"2026-11-02..2026-11-02"')} <= extras
     assert any(dag == NAMES["silver"] and "2026-11-0" in slices for dag, slices in extras), extras
-    # one driver ran them all: every run's summary (its XCom) names the same JVM
-    drivers = [api.run_summary(dag, run["dag_run_id"])["shared_driver"] for dag, found in runs.items() for run in found]
+    # one driver ran them all: every run's summary (its XCom) names the same JVM, but a run the launcher proved
+    # idle (nothing new since the pipeline's last run: sluice.operations.idle), which started no driver
+    summaries = [api.run_summary(dag, run["dag_run_id"]) for dag, found in runs.items() for run in found]
+    idle = [s for s in summaries if "idle_run" in s]
+    assert all(s["input_rows"] == 0 and "shared_driver" not in s for s in idle), idle
+    drivers = [s["shared_driver"] for s in summaries if "idle_run" not in s]
     assert len({(d["driver"], d["app_id"], d["pid"]) for d in drivers}) == 1, drivers
     # each run its own job: bronze's three, and one or more of silver and of gold
-    assert len({d["position"] for d in drivers}) == len(drivers) >= 5, drivers
+    assert len({d["position"] for d in drivers}) == len(drivers) >= 5 - len(idle), (drivers, idle)

@@ -174,7 +174,7 @@ def test_a_replayed_batch_changes_nothing(history):
 
 # --- columns and spec ----------------------------------------------------------------------------
 
-def test_the_table_has_start_and_end_of_the_sequence_type():
+def test_the_table_has_start_and_end_of_the_sequence_type(spark):  # a DDL string is parsed by the JVM
     from pyspark.sql.types import StructType
 
     schema = history_schema(sink(), StructType.fromDDL("id BIGINT, seq TIMESTAMP, name STRING, op STRING"))
