@@ -356,7 +356,8 @@ def idle_summary(job: JobRequest, *, pipeline: str, sink: str, checkpoint: str, 
     facts.pop("batch", None)
     return RunSummary(
         pipeline=pipeline, run_id=job.run_id, mode=job.mode, trigger=job.trigger, dry_run=False, status="succeeded",
-        started_at=iso(started), sink=sink, checkpoint=checkpoint, checkpoint_id=checkpoint_id, batches=0, input_rows=0, output_rows=0, delta_version_before=version, delta_version_after=version,
+        started_at=iso(started), sink=sink, checkpoint=checkpoint, checkpoint_id=checkpoint_id, batches=0,
+        input_rows=0, output_rows=0, delta_version_before=version, delta_version_after=version,
         micro_batches=[], skipped_batches=[], bad_records=0, quarantined_rows=0, dropped_rows=0, rescued_rows=0,
         expectations={}, quarantine=quarantine, airflow=job.airflow, refused=False, error=None,
         phases_s={"idle_check": checked_in_s}, backlog_before=backlog, backlog_after=backlog,

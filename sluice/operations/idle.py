@@ -25,8 +25,9 @@ not answer -- is not idle: the driver runs and says what it found.
 * the source has nothing new. Files: no file the source log does not hold (as Spark's file source and
   sluice's discovery list: every level of sub-folders, hidden names skipped, the path's glob and
   ``pathGlobFilter``), no file it holds with another modification time or size (``on_overwrite``), and with
-  ``clean_source`` none left in the landing folder; a source log over :data:`LOG_BYTES` is the driver's. Kafka: every partition's latest offset is where the last
-  batch ended (and no record it has not read was deleted). Delta: no upstream version after the last one read.
+  ``clean_source`` none left in the landing folder; a source log over :data:`LOG_BYTES` is the driver's.
+  Kafka: every partition's latest offset is where the last batch ended (and no record it has not read was
+  deleted). Delta: the upstream table's latest version read to its end.
 
 Imports neither Airflow nor PySpark.
 """
@@ -50,7 +51,8 @@ from sluice.storage.checkpoint import (
 )
 
 MARKER = "sluice_idle.json"
-"""In the checkpoint: the digest of the spec the last run ended well with (written by its driver)."""
+"""In the checkpoint: the spec's digest, the last batch done and the table's version, as the last run that ended
+well left them (written by its driver: :func:`remember`)."""
 KNOWN = {"metadata", "offsets", "commits", "sources", "schemas", "sluice.json", MARKER}
 """What a checkpoint of a stateless query holds between two runs that ended well."""
 
@@ -114,11 +116,20 @@ def _check(job: Any, spec: PipelineSpec, settings: Settings) -> Verdict:
         source = spec.source
         if not source.path:
             return Verdict(False, "its upstream table is looked up by name")
-    if isinstance(source, KafkaSource) and not (source.bootstrap_servers and (source.topics or source.subscribe_pattern)):
-        return Verdict(False, "its brokers are in an Airflow connection")
+    if isinstance(source, KafkaSource):
+        from sluice.operations.backlog import LIBRDKAFKA_KEYS
+
+        if not (source.bootstrap_servers and (source.topics or source.subscribe_pattern)):
+            return Verdict(False, "its brokers are in an Airflow connection")
+        java_only = sorted(k for k in source.options if k.startswith("kafka.")
+                           and k[len("kafka."):] not in (*LIBRDKAFKA_KEYS, "sasl.jaas.config"))
+        if java_only:  # e.g. a JKS trust store: only the driver's Java client connects with it
+            return Verdict(False, f"its Kafka client needs {', '.join(java_only)}")
     checkpoint = Checkpoint(spec.checkpoint_path(settings))
     marker = checkpoint.read_json(MARKER)
-    if not isinstance(marker, dict) or marker.get("spec_digest") != digest:
+    if not isinstance(marker, dict):
+        return Verdict(False, f"no run that ended well recorded itself ({MARKER})")
+    if marker.get("spec_digest") != digest:
         return Verdict(False, "its last run that ended well had another spec")
     names = {entry.name for entry in checkpoint.files.list() if not entry.name.startswith(".")}
     extra = sorted(names - KNOWN)

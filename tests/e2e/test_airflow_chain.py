@@ -92,7 +92,11 @@ def test_chain_runs_through_airflow_with_asset_events_only_for_new_rows_and_line
                      "delta_versions": [0, first["delta_version_after"]], "rows": 6, "quarantined_rows": 1}
     done, output = dags_test("af_bronze")  # nothing new: the task succeeds, and wakes nobody
     assert done.returncode == 0, output[-4000:]
-    assert summary_of(output)["output_rows"] == 0
+    idle = summary_of(output)
+    assert idle["output_rows"] == 0
+    # the task proved it idle and started no spark-submit (sluice.operations.idle); its XCom is the summary
+    assert (idle["idle_run"]["driver_started"], idle["airflow"]["dag_id"]) == (False, "af_bronze")
+    assert "spark_submit" not in idle["phases_s"]
     assert "no new rows in the table: no Asset event for sluice.af_bronze" in output
     assert asset_events("sluice.af_bronze") == 1
 

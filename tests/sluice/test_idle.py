@@ -115,3 +115,14 @@ def test_a_history_too_long_to_read_here_leaves_it_to_the_driver(ran, lake, monk
     size = (checkpoint / "sources" / "0" / "0").stat().st_size
     monkeypatch.setattr(idle, "LOG_BYTES", size - 1)
     assert verdict(spec, lake) == (False, f"a source log of {size} bytes: its driver's discovery is quicker")
+
+
+def test_a_pipeline_no_run_recorded_or_a_kafka_client_of_java_settings_starts_the_driver(ran, lake):
+    spec, _, checkpoint = ran
+    (checkpoint / idle.MARKER).unlink()  # a pipeline whose last run was by a sluice before idle runs
+    assert verdict(spec, lake) == (False, "no run that ended well recorded itself (sluice_idle.json)")
+    kafka = make_spec({"name": "k", "source": {
+        "format": "kafka", "bootstrap_servers": "127.0.0.1:1", "topics": ["t"],
+        "options": {"kafka.security.protocol": "SSL", "kafka.ssl.truststore.location": "/etc/ks.jks"},
+        "value": {"format": "json", "schema": "id BIGINT"}}})
+    assert verdict(kafka, lake) == (False, "its Kafka client needs kafka.ssl.truststore.location")
