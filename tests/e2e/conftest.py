@@ -39,6 +39,13 @@ def last_json_line(text: str) -> dict:
     return json.loads(text.strip().splitlines()[-1])
 
 
+def run_summary(name: str) -> dict:
+    """`sluice run NAME`, which must succeed: its summary."""
+    done = sluice("run", name)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return last_json_line(done.stdout)
+
+
 @pytest.fixture
 def host_driver(tmp_path, monkeypatch) -> Path:
     """Jobs handed to this host's long-lived driver (``SLUICE_SHARED_DRIVER=host``, sluice.launch.host), whose

@@ -5,7 +5,7 @@ says which, as the driver's JVM has it."""
 
 from __future__ import annotations
 
-from tests.e2e.conftest import last_json_line, sluice
+from tests.e2e.conftest import run_summary as run
 from tests.helpers import (
     kafka_spec,
     new_topic,
@@ -14,12 +14,6 @@ from tests.helpers import (
     write_orders,
     write_spec,
 )
-
-
-def run(name: str) -> dict:
-    done = sluice("run", name)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return last_json_line(done.stdout)
 
 
 def jit(summary: dict) -> tuple:

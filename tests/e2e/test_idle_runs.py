@@ -8,7 +8,8 @@ import os
 import time
 
 from sluice.operations.ledger import latest_runs
-from tests.e2e.conftest import last_json_line, sluice
+from tests.e2e.conftest import run_summary as run
+from tests.e2e.conftest import sluice
 from tests.helpers import (
     delta_version,
     kafka_spec,
@@ -18,12 +19,6 @@ from tests.helpers import (
     write_orders,
     write_spec,
 )
-
-
-def run(name: str) -> dict:
-    done = sluice("run", name)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return last_json_line(done.stdout)
 
 
 def idle(summary: dict) -> bool:
