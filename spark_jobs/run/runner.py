@@ -123,8 +123,9 @@ def run_pipeline(spark: SparkSession, spec: PipelineSpec, settings: Settings, jo
         if not job.dry_run:
             _register_names(run)  # after the data is committed (a backfill's too)
         if marks_idle and summary.error is None:
-            done = Checkpoint(run.real.checkpoint).done()
-            idle.remember(Checkpoint(run.real.checkpoint), loaded, settings, batch=done[-1] if done else None,
+            kept = Checkpoint(run.real.checkpoint)
+            done = kept.done()
+            idle.remember(kept, loaded, settings, batch=done[-1] if done else None,
                           delta_version=current_version(spark, run.real.table))
 
     try:
