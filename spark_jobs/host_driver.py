@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 
-from spark_jobs.driver.job import prefer_installed_pyspark
+from spark_jobs.driver.start import prefer_installed_pyspark
 
 if __name__ == "__main__":
     prefer_installed_pyspark()

@@ -192,11 +192,34 @@ def ledger_row(summary: Summary) -> dict[str, Any]:
     }
 
 
+def arrow_rows(rows: list[dict[str, Any]]):
+    """Ledger rows (:func:`ledger_row`) as an Arrow table of :func:`arrow_schema`, made by Arrow's JSON reader.
+
+    Not ``pyarrow.Table.from_pylist``: pyarrow converts Python values through a check that imports pandas
+    (its pandas shim's ``_have_pandas_internal``, asked of every list), ~0.2 s of each run's ledger row in a
+    driver or launcher with no other use for pandas. The same table (tested against ``from_pylist``): keys
+    the schema does not have are left out, missing ones are null, times are ISO 8601 text."""
+    import io
+
+    import pyarrow.json as arrow_json
+
+    def value(v: Any) -> str:
+        if isinstance(v, datetime):
+            return v.isoformat()
+        raise TypeError(f"a ledger row holds a {type(v).__name__}: {v!r}")
+
+    text = "\n".join(json.dumps(row, default=value) for row in rows).encode()
+    return arrow_json.read_json(
+        io.BytesIO(text),
+        # one block: a row (its summary's text) may be larger than the reader's default block of 1 MB
+        read_options=arrow_json.ReadOptions(use_threads=False, block_size=max(len(text) + 1, 1 << 16)),
+        parse_options=arrow_json.ParseOptions(explicit_schema=arrow_schema(), unexpected_field_behavior="ignore"))
+
+
 def append_run(ledger: str, summary: Summary, attempts: int = 5, *, spool: Path | None = None) -> int:
     """Append the run's row (creating the table on first use); returns the ledger version written. With a
     ``spool`` (:mod:`sluice.operations.ledger_spool`), the rows kept there for this ledger go in the same
     commit, marked ``recorded_late``, and leave the spool after it."""
-    import pyarrow as pa
     from deltalake import DeltaTable, write_deltalake
     from deltalake.exceptions import CommitFailedError, DeltaError
 
@@ -206,7 +229,7 @@ def append_run(ledger: str, summary: Summary, attempts: int = 5, *, spool: Path 
     recorded = _recorded(ledger, [s for _, s in late]) if late else set()
     rows = [ledger_row(summary), *({**ledger_row(s), "recorded_late": True} for _, s in late
                                    if (s.pipeline, s.run_id, s.started_at) not in recorded)]
-    table_rows = pa.Table.from_pylist(rows, schema=arrow_schema())
+    table_rows = arrow_rows(rows)
     # on an object store every commit is a conditional put (sluice.storage.object_store): no append is lost
     location, options = delta_rs_location(ledger)
     with native_stderr_held():

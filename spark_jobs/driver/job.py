@@ -33,6 +33,7 @@ from sluice.settings import Settings, load_settings
 from sluice.spec import PipelineSpec, SpecError, load_spec
 from sluice.storage.lock import PipelineBusy, driver_lock
 from spark_jobs.driver.errors import describe_error
+from spark_jobs.driver.start import SessionStart, start_session
 
 
 class JobFailed(RuntimeError):
@@ -143,8 +144,28 @@ class JobRecord:
 Body = Callable[[Any, PipelineSpec, Settings, JobRequest], Summary]
 
 
-def main(argv: list[str], body: Body, *, what: str = "run") -> int:
-    """The driver: read the request(s), start the session, run ``body`` for each, write and print each summary.
+def read_jobs(paths: list[Path]) -> list[tuple[JobRequest, PipelineSpec]] | None:
+    """Each request file's job and its validated spec; None (the reason said on stderr) for a request that
+    cannot be read or a spec that is not valid."""
+    jobs: list[tuple[JobRequest, PipelineSpec]] = []
+    for path in paths:
+        try:
+            job = JobRequest.read(path)
+        except (OSError, ValueError) as err:
+            print(f"sluice: cannot read the job request {path}: {err}", file=sys.stderr)
+            return None
+        try:
+            jobs.append((job, load_spec(job.spec_path)))
+        except SpecError as err:
+            print(f"sluice: invalid spec\n{err}", file=sys.stderr)
+            return None
+    return jobs
+
+
+def main(argv: list[str], body: Body, *, what: str = "run", session: SessionStart | None = None) -> int:
+    """The driver: read the request(s), take the session (``session``: started by the entry point beside the
+    imports, :mod:`spark_jobs.driver.start`; else started here), run ``body`` for each, write and print each
+    summary.
 
     Several ``--request`` files make a group: one JVM and one SparkContext run the jobs one after another,
     each with its own spec, lock, checkpoint, table, ledger row and summary (a job that fails fails alone);
@@ -154,31 +175,26 @@ def main(argv: list[str], body: Body, *, what: str = "run") -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--request", required=True, type=Path, action="append",
                         help="a job's request file (JSON); given several times, one driver runs them in turn")
-    args = parser.parse_args(argv)
-    jobs: list[tuple[JobRequest, PipelineSpec]] = []
-    for path in args.request:
-        try:
-            job = JobRequest.read(path)
-        except (OSError, ValueError) as err:
-            print(f"sluice: cannot read the job request {path}: {err}", file=sys.stderr)
-            return 2
-        try:
-            jobs.append((job, load_spec(job.spec_path)))
-        except SpecError as err:
-            print(f"sluice: invalid spec\n{err}", file=sys.stderr)
-            return 2
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit:
+        if session is not None:
+            session.discard()
+        raise
+    jobs = read_jobs(args.request)
+    if jobs is None:
+        if session is not None:
+            session.discard()
+        return 2
 
-    from spark_jobs.driver.session import (
-        get_session,  # after the specs are valid: a bad spec fails without a JVM
-    )
+    from spark_jobs.driver.session import local_file_system
 
     watch_launcher()
-    mark = time.monotonic()
-    first_job, first_spec = jobs[0]
-    name = f"{'maintain-' if first_job.kind == 'maintain' else ''}{first_spec.name}"
-    spark = get_session(app_name=f"sluice-{name}" + (f"-and-{len(jobs) - 1}-more" if len(jobs) > 1 else ""))
+    if session is None:  # a bad request or spec fails before the SparkContext starts
+        session = start_session()
+    spark = local_file_system(session.wait())
     spark.sparkContext.setLogLevel("WARN")
-    session_s = round(time.monotonic() - mark, 3)
+    session_s = session.seconds
     code = 0
     try:
         for position, (job, spec) in enumerate(jobs):
@@ -243,15 +259,3 @@ def watch_launcher() -> None:
         os._exit(137)
 
     threading.Thread(target=watch, name="sluice-launcher-watch", daemon=True).start()
-
-
-def prefer_installed_pyspark(path: list[str] = sys.path) -> None:
-    """Import pyspark and py4j from the installed packages, not from the zips spark-submit puts first on
-    ``sys.path``, when those zips are the installed pyspark's own copies (the same code): a package imports
-    its byte-compiled modules, a zip is compiled from source at every start (~0.4 s of each run)."""
-    own = [entry for entry in path if Path(entry).parent.parent.parent.name == "pyspark"
-           and Path(entry).parent.parent.name == "python" and Path(entry).suffix == ".zip"
-           and (Path(entry).parent.parent.parent.parent / "pyspark" / "__init__.py").is_file()]
-    installed = {str(Path(entry).parent.parent.parent.parent) for entry in own}
-    if own and any(entry in installed for entry in path):
-        path[:] = [entry for entry in path if entry not in own] + own

@@ -220,3 +220,34 @@ def test_a_ledger_of_an_older_sluice_gains_recorded_late_and_its_rows_read_as_be
     ledger.append_run(path, summary("new", started="2026-11-23T11:00:00+00:00"))
     rows = ledger.latest_runs(path, "orders")
     assert [(r["run_id"], r["recorded_late"]) for r in rows] == [("new", False), ("old", None)]
+
+
+def test_ledger_rows_are_the_table_from_pylist_makes_without_importing_pandas(tmp_path):
+    import subprocess
+    import sys
+    from datetime import datetime, timezone
+
+    import pyarrow as pa
+
+    # Given rows of every kind the ledger holds: nested batches, nulls, times with and without microseconds or
+    # zone, text that JSON escapes, a key the schema does not have, and a summary larger than Arrow's 1 MB block
+    big = summary("r2", micro_batches=[{"batch_id": n, "delta_version": n, "input_rows": 1, "output_rows": 1,
+                                        "sources": [{"description": "FileStreamSource", "files": [f"f{n}-{'x' * 300}"]}]}
+                                       for n in range(4000)])
+    rows = [ledger.ledger_row(summary("r1", error='bad "quote"\n\u2028é')), ledger.ledger_row(big),
+            {**ledger.ledger_row(summary("r3")), "started_at": datetime(2026, 11, 23, 10, 0, 0, 123456, timezone.utc),
+             "ended_at": datetime(2026, 11, 23, 10, 0, 1), "not_a_column": 1, "batch_ids": None}]
+    assert len(rows[1]["summary"]) > 1 << 20
+    # When they are made into the ledger's Arrow table
+    made = ledger.arrow_rows(rows)
+    # Then it is the table pyarrow's from_pylist makes of them, value for value
+    assert made.schema == ledger.arrow_schema()
+    assert made.equals(pa.Table.from_pylist(rows, schema=ledger.arrow_schema()))
+    assert made.column("error").to_pylist()[0] == 'bad "quote"\n\u2028é'
+    # And appending a run's row imports no pandas (a fresh interpreter: this one has it from the test suite)
+    code = ("import sys; from tests.sluice.test_ledger import summary; from sluice.operations import ledger; "
+            f"ledger.append_run({str(tmp_path / 'ledger')!r}, summary('r1')); "
+            "print(sorted(m for m in ('pandas', 'numpy') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "['numpy']"  # pyarrow's own import; pandas not
+    assert [r["run_id"] for r in ledger.latest_runs(str(tmp_path / "ledger"), "orders")] == ["r1"]
