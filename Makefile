@@ -100,7 +100,7 @@ $(STAMPS)/sluice-jar: $(STAMPS)/venv $(wildcard jvm/json/dev/sluice/json/*.java)
 
 # A class data archive of a warm-up run's JVM (sluice/launch/jvm_archive.py): every driver starts ~5 s sooner.
 jvm-archive: $(STAMPS)/jvm-archive
-$(STAMPS)/jvm-archive: $(STAMPS)/venv $(STAMPS)/jars $(STAMPS)/sluice-jar spark_jobs/warmup.py
+$(STAMPS)/jvm-archive: $(STAMPS)/venv $(STAMPS)/jars $(STAMPS)/sluice-jar spark_jobs/warmup.py sluice/launch/jvm_archive.py
 	$(BIN)/python -m sluice.launch.jvm_archive
 	@touch $@
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from sluice.settings import load_settings
@@ -48,9 +49,44 @@ def main(scratch: Path) -> int:
         for spec, dry_run in ((append, False), (append, False), (merge, True), (merge, False)):
             summary = run_pipeline(spark, spec, settings, run_job(dry_run=dry_run, run_id="warmup"))
             print(f"warm-up {spec.name}{' (dry run)' if dry_run else ''}: {summary.input_rows} rows", flush=True)
+        touch_object_store(spark)
     finally:
         spark.stop()
     return 0
+
+
+def touch_object_store(spark) -> None:
+    """Load what a run on an object store loads before its first answer: S3A and the AWS SDK (~4,000 classes,
+    ~1 s of every such run's driver when read from their jars). No store is needed: the client is made against a
+    port nothing listens on, and Delta asks it for a table there, refused at once and not retried. Nothing when
+    the S3A jars are not on the class path (sluice.launch.jvm_archive hands them over when fetched)."""
+    import socket
+
+    from py4j.protocol import Py4JError, Py4JJavaError
+
+    jvm = spark._jvm
+    try:
+        jvm.java.lang.Class.forName("org.apache.hadoop.fs.s3a.S3AFileSystem", False,
+                                    jvm.java.lang.Thread.currentThread().getContextClassLoader())
+    except Py4JError:
+        return
+    with socket.socket() as probe:  # a free port, closed again: connections to it are refused
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    session = spark.newSession()
+    for key, value in {"fs.s3a.endpoint": f"http://127.0.0.1:{port}", "fs.s3a.path.style.access": "true",
+                       "fs.s3a.endpoint.region": "us-east-1", "fs.s3a.access.key": "warmup",
+                       "fs.s3a.secret.key": "warmup", "fs.s3a.attempts.maximum": "0", "fs.s3a.retry.limit": "0",
+                       "fs.s3a.connection.establish.timeout": "2s", "fs.s3a.impl.disable.cache": "true"}.items():
+        session.conf.set(key, value)
+    started = time.monotonic()
+    try:
+        from delta.tables import DeltaTable
+
+        DeltaTable.isDeltaTable(session, "s3a://sluice-warmup/table")
+    except (Py4JJavaError, Exception):  # noqa: BLE001 - refused, as it should be: the classes are loaded
+        pass
+    print(f"warm-up object store client: {time.monotonic() - started:.1f} s", flush=True)
 
 
 if __name__ == "__main__":

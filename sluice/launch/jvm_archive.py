@@ -24,6 +24,16 @@ from sluice.settings import Settings, load_settings
 from sluice.spark_conf import archive_path
 
 
+def object_store_jars(settings: Settings) -> list[Path]:
+    """S3A's jars when fetched: a run on an object store gets them too (sluice.launch.submit), and the warm-up
+    loads their classes (spark_jobs/warmup.py), so such a run's driver maps them as well; a local run's never
+    loads them."""
+    try:
+        return settings.object_store_jars()
+    except FileNotFoundError:
+        return []
+
+
 def build(settings: Settings) -> Path:
     """Run the warm-up job in a JVM that archives its classes at exit; returns the archive."""
     from sluice.launch.submit import (
@@ -44,7 +54,8 @@ def build(settings: Settings) -> Path:
     plan = SubmitPlan(
         application=str(jobs / "warmup.py"), application_args=[],
         conf={**default_spark_conf(), "spark.driver.extraJavaOptions": options},
-        jars=",".join(str(j) for j in settings.spark_jars()), name="sluice-warmup", conn_id=settings.spark_conn_id,
+        jars=",".join(str(j) for j in [*settings.spark_jars(), *object_store_jars(settings)]), name="sluice-warmup",
+        conn_id=settings.spark_conn_id,
     )
     cmd = spark_submit_command(plan, "local[*]")
     bin_dir = str(Path(sys.executable).parent)

@@ -132,6 +132,18 @@ def test_drivers_map_the_jvm_class_archive_when_there_is_one(lake, monkeypatch, 
     assert not any(o.startswith("-XX:SharedArchiveFile") for o in java_options())
 
 
+def test_the_archive_the_set_up_built_holds_the_object_store_clients_classes():
+    # Given the class archive `make install` built (its warm-up touches S3A against a port nothing answers on)
+    from sluice.launch.jvm_archive import archive_path
+    from sluice.settings import load_settings
+
+    archive = archive_path(load_settings()).read_bytes()
+    # Then a run in a bucket maps S3A's file system and the AWS SDK's S3 client instead of reading their jars
+    for name in ("org/apache/hadoop/fs/s3a/S3AFileSystem", "software/amazon/awssdk/services/s3/DefaultS3Client",
+                 "org/apache/spark/sql/delta/DeltaLog"):
+        assert name.encode() in archive, name
+
+
 @pytest.mark.parametrize(("value", "jit"), [(None, "auto"), ("", "auto"), ("auto", "auto"), ("full", "full"),
                                             ("quick", "quick"), (" Quick ", "quick")])
 def test_sluice_driver_jit_sets_the_drivers_compilers(lake, monkeypatch, tmp_path, value, jit):
