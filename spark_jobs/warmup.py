@@ -62,7 +62,7 @@ def touch_object_store(spark) -> None:
     the S3A jars are not on the class path (sluice.launch.jvm_archive hands them over when fetched)."""
     import socket
 
-    from py4j.protocol import Py4JError, Py4JJavaError
+    from py4j.protocol import Py4JError
 
     jvm = spark._jvm
     try:
@@ -84,7 +84,7 @@ def touch_object_store(spark) -> None:
         from delta.tables import DeltaTable
 
         DeltaTable.isDeltaTable(session, "s3a://sluice-warmup/table")
-    except (Py4JJavaError, Exception):  # noqa: BLE001 - refused, as it should be: the classes are loaded
+    except Exception:  # noqa: BLE001 - refused, as it should be: the classes are loaded
         pass
     print(f"warm-up object store client: {time.monotonic() - started:.1f} s", flush=True)
 

@@ -141,9 +141,9 @@ def _check(job: Any, spec: PipelineSpec, settings: Settings) -> Verdict:
     done = checkpoint.done()
     if not done:
         return Verdict(False, "no batch done yet")
-    planned = checkpoint.planned()
-    if planned and planned[-1] > done[-1]:  # Checkpoint.pending_batch, from the listings read here once
-        return Verdict(False, f"batch {planned[-1]} is planned and not done")
+    pending = checkpoint.pending_of(checkpoint.planned(), done)  # the commits listed once, above
+    if pending is not None:
+        return Verdict(False, f"batch {pending} is planned and not done")
     if done[-1] != marker.get("batch"):
         return Verdict(False, f"batch {done[-1]} is done since its last run that ended well")
     from sluice.storage.delta_log import DeltaLog

@@ -102,7 +102,11 @@ class Checkpoint:
 
     def pending_batch(self) -> int | None:
         """The batch planned but not marked done: the one a restart runs again. None if there is none."""
-        planned, done = self.planned(), self.done()
+        return self.pending_of(self.planned(), self.done())
+
+    @staticmethod
+    def pending_of(planned: list[int], done: list[int]) -> int | None:
+        """:meth:`pending_batch` of the batches planned and done, already listed (ascending)."""
         if planned and (not done or planned[-1] > done[-1]):
             return planned[-1]
         return None

@@ -175,16 +175,13 @@ def main(argv: list[str], body: Body, *, what: str = "run", session: SessionStar
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--request", required=True, type=Path, action="append",
                         help="a job's request file (JSON); given several times, one driver runs them in turn")
+    jobs = None
     try:
-        args = parser.parse_args(argv)
-    except SystemExit:
-        if session is not None:
+        jobs = read_jobs(parser.parse_args(argv).request)
+    finally:
+        if jobs is None and session is not None:  # bad arguments, a bad request or spec: no job runs
             session.discard()
-        raise
-    jobs = read_jobs(args.request)
     if jobs is None:
-        if session is not None:
-            session.discard()
         return 2
 
     from spark_jobs.driver.session import local_file_system
