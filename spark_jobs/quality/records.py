@@ -14,11 +14,12 @@ JSON is parsed as ``from_json`` parses it into the schema (PERMISSIVE, with a co
 value of the wrong type marks the record bad instead of turning into a silent null), and read for what the
 schema does not say: the fields it does not declare, with their JSON types, for ``_rescued``, and which
 declared fields hold a value (the names of the wrong ones). With the project's jar on the classpath
-(``jvm/json``) both are one UDF per record (:data:`PARSE_CLASS`: Spark's own JSON parser over the record's
-string for the columns, and the field scan, :data:`SCAN_CLASS`, whose values are read as Spark reads a
-VARIANT), for a schema of the types it hands back exactly; else ``from_json`` and the field scan; without
-the jar, ``from_json`` and ``from_json`` into a map of VARIANT values. The same answers each way, the one
-UDF well under half the two ``from_json``'s time (docs/performance.md).
+(``jvm/json``) both are one Catalyst expression per record (:data:`PARSE_CLASS`: Spark's own JSON parser over
+the record's string for the columns, and what the field scan, :data:`SCAN_CLASS`, finds, whose values are read
+as Spark reads a VARIANT: from the same tokens when every field is declared and flat, else by the scan), for a
+schema of the types it takes; else ``from_json`` and the field scan; without the jar, ``from_json`` and
+``from_json`` into a map of VARIANT values. The same answers each way, the one pass well under half the two
+``from_json``'s time (docs/performance.md).
 """
 
 from __future__ import annotations
@@ -65,15 +66,19 @@ def field_scan(spark: SparkSession) -> bool:
     return True
 
 
-def record_parse(spark: SparkSession, schema: str) -> str | None:
+def record_parse(spark: SparkSession, schema: str, options: dict[str, str] | None = None) -> str | None:
     """The name under which the single pass (:data:`PARSE_CLASS`: the declared columns and the field scan
-    in one UDF) is registered for ``schema``, or None: its jar is not on the classpath, or the schema has a
-    type it does not hand back (``RecordParse.supports``), which ``from_json`` then parses as before."""
-    name = "sluice_record_parse_" + hashlib.sha1(schema.encode()).hexdigest()[:16]
+    in one expression) is registered for ``schema`` and the parser ``options``, or None: its jar is not on the
+    classpath, or the schema has a type it does not hand back (``RecordParse.supports``), which ``from_json``
+    then parses as before. The session's time zone is read now, as ``from_json`` reads it when planned."""
+    names = [name for name, _ in parse_ddl_schema(schema)]
+    time_zone = spark.conf.get("spark.sql.session.timeZone")
+    config = f"{schema}\x03{time_zone}\x03{_scan_config(spark, names, dict(options or {}))}"
+    name = "sluice_record_parse_" + hashlib.sha1(config.encode()).hexdigest()[:16]
     try:
-        # one call: the return type is made in the JVM (registerJavaFunction parses a type string through
-        # several calls into the JVM and back, ~0.1-0.3 s of a run on a cold driver)
-        registered = spark._jvm.dev.sluice.json.RecordParse.register(spark._jsparkSession, name, schema)
+        # one call: the function and its return type are made in the JVM (registerJavaFunction parses a type
+        # string through several calls into the JVM and back, ~0.1-0.3 s of a run on a cold driver)
+        registered = spark._jvm.dev.sluice.json.RecordParse.register(spark._jsparkSession, name, config)
     except Exception:  # noqa: BLE001 - the class is missing (py4j finds a package, not a class)
         return None
     return name if registered else None
@@ -108,15 +113,14 @@ def json_columns(df: DataFrame, text: Column, schema: str, options: dict[str, st
     text = F.when(text.startswith(BOM), F.substring(text, 2, 2**31 - 1)).otherwise(text)
     parse_options = {**options, "mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT}
     spark = df.sparkSession
-    one_pass = record_parse(spark, schema) if single is not False and scan is not False else None
+    one_pass = record_parse(spark, schema, options) if single is not False and scan is not False else None
     if single and one_pass is None:
         raise RuntimeError(f"{PARSE_CLASS} is not on the classpath, or does not take the schema {schema!r}")
     if one_pass is not None:
         scan = True  # the single pass holds the scan's answers
-        time_zone = spark.conf.get("spark.sql.session.timeZone")
-        config = f"{schema}\x03{time_zone}\x03{_scan_config(spark, names, dict(options))}"
-        staged = df.select(F.inline(F.array(F.struct(
-            *keep, F.call_udf(one_pass, text, F.lit(config)).alias(FIELDS)))))
+        # a projection of its own: the parse is not deterministic to Spark, which evaluates it once per record
+        # and keeps it there (the other parses need the generator below for that, which copies every row again)
+        staged = df.select(*keep, F.call_function(one_pass, text).alias(FIELDS))
         fields = F.col(FIELDS)
         parsed, corrupt = fields.getField("value"), fields.getField("corrupt")
         not_an_object = parsed.isNull() | fields.getField("present").isNull()

@@ -1,5 +1,5 @@
 """The single pass (jvm/json ``RecordParse``, ``spark_jobs.quality.records``): the declared columns and the field scan
-in one UDF, the columns from Spark's own JSON parser over the record's string. It must give what
+in one expression, the columns from Spark's own JSON parser over the record's string. It must give what
 ``from_json`` and the field scan give, record for record: the declared columns (a bad record's partial row
 too), the error and ``_rescued``; each case runs through both, with the types and parser options a spec can
 set, and in a session time zone other than UTC.
@@ -111,3 +111,14 @@ def test_what_the_single_pass_gives_on_a_few_records(spark):
         (2, False, None, None, None, "not a JSON object (malformed, truncated, or not {...})"),
         (None, False, None, None, None, "not a JSON object (malformed, truncated, or not {...})"),
     ]
+
+
+def test_the_single_pass_is_planned_once_per_record_under_a_filter_on_its_columns(spark):
+    # Spark neither copies the parse into each column that reads it nor pushes the good-row filter below it
+    # (it would then parse each record twice): one parse in the optimized plan, and the answers are right
+    df = spark.createDataFrame([(0, '{"id": 1, "x": 2}'), (1, '{"id": "a"}'), (2, '{"id": 3}')], "n INT, value STRING")
+    staged, columns, error = json_columns(df, F.col("value"), SCHEMA, {}, rescue=True, keep=[F.col("n")])
+    good = staged.select("n", *columns, error.alias(BAD)).where(F.col(BAD).isNull())
+    plan = good._jdf.queryExecution().optimizedPlan().toString()
+    assert plan.count("sluice_record_parse(") == 1, plan
+    assert [(r["n"], r["id"], r["_rescued"]) for r in good.orderBy("n").collect()] == [(0, 1, '{"x":2}'), (2, 3, None)]

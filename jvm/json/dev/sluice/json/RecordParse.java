@@ -1,19 +1,18 @@
 package dev.sluice.json;
 
 import java.io.IOException;
-import java.util.ArrayList;
 import java.util.HashMap;
-import java.util.List;
 import java.util.Map;
+import com.fasterxml.jackson.core.JsonStreamContext;
+import com.fasterxml.jackson.core.JsonToken;
+import com.fasterxml.jackson.core.util.JsonParserDelegate;
 import org.apache.spark.sql.Row;
-import org.apache.spark.sql.RowFactory;
-import org.apache.spark.sql.api.java.UDF2;
+import org.apache.spark.sql.catalyst.expressions.Expression;
+import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.json.JSONOptions;
 import org.apache.spark.sql.catalyst.json.JacksonParser;
-import org.apache.spark.sql.catalyst.util.ArrayData;
 import org.apache.spark.sql.catalyst.util.BadRecordException;
-import org.apache.spark.sql.catalyst.util.DateTimeUtils;
 import org.apache.spark.sql.types.ArrayType;
 import org.apache.spark.sql.types.BinaryType;
 import org.apache.spark.sql.types.BooleanType;
@@ -21,7 +20,6 @@ import org.apache.spark.sql.types.ByteType;
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.DateType;
-import org.apache.spark.sql.types.Decimal;
 import org.apache.spark.sql.types.DecimalType;
 import org.apache.spark.sql.types.DoubleType;
 import org.apache.spark.sql.types.FloatType;
@@ -45,19 +43,24 @@ import org.apache.spark.unsafe.types.UTF8String;
  * as {@code from_json} builds it: the schema made nullable, the spec's options, the session's time zone, the
  * session's SQL settings as the task sees them), and a record it rejects gives its partial row and
  * {@code corrupt = true}, as {@code from_json}'s PERMISSIVE mode gives the partial row and the corrupt-record
- * column. Its values reach Spark through a Java UDF's external types, each chosen to convert back exactly
- * ({@code Instant}, {@code LocalDate}, {@code LocalDateTime}, {@code BigDecimal}); a schema with a type not
- * listed in {@link #supports} is not given to this UDF (spark_jobs/quality/records.py parses it with {@code from_json}).
+ * column. The answer is Spark's internal row ({@link RecordParseExpression}, a Catalyst expression); a schema
+ * with a type not listed in {@link #supports} is not given to it (spark_jobs/quality/records.py parses it with
+ * {@code from_json}).
  *
- * <p>Arguments: the record's text, and the configuration: the declared schema's DDL, U+0003, the session time
- * zone, U+0003, then {@link FieldScan}'s configuration. Result: {@code struct<present string, rescued string,
- * corrupt boolean, value struct<declared...>>}: {@code present} and {@code rescued} as {@link FieldScan}
- * gives them (both null when the text is not one JSON object), {@code value} and {@code corrupt} as
- * {@code from_json} gives the row and whether its corrupt-record column is set ({@code value} null where
- * {@code from_json} gives null); {@link #register} registers it with that type for a schema.
+ * <p>One tokenization for most records: Spark's parser reads the record through a {@link Watch}, which sees the
+ * tokens it reads and notes the top-level fields. When the record is one JSON object that Spark's parser took
+ * whole, whose fields are all declared and hold no object or array, the watch has the field scan's answer
+ * (which fields hold a value; nothing to rescue), and the scan is not run. Any other record (an undeclared
+ * field, a nested value, a record Spark's parser rejects, not an object) is scanned as well, as before.
+ *
+ * <p>Made with its configuration ({@link #register}): the declared schema's DDL, U+0003, the session time zone,
+ * U+0003, then {@link FieldScan}'s configuration. Argument: the record's text. Result: {@code struct<present
+ * string, rescued string, corrupt boolean, value struct<declared...>>}: {@code present} and {@code rescued} as
+ * {@link FieldScan} gives them (both null when the text is not one JSON object), {@code value} and
+ * {@code corrupt} as {@code from_json} gives the row and whether its corrupt-record column is set ({@code value}
+ * null where {@code from_json} gives null).
  */
-public final class RecordParse implements UDF2<String, String, Row> {
-  private static final long serialVersionUID = 1L;
+public final class RecordParse {
   static final String PART = "\u0003";
   private static final ThreadLocal<Map<String, Config>> CONFIGS = ThreadLocal.withInitial(HashMap::new);
 
@@ -78,21 +81,33 @@ public final class RecordParse implements UDF2<String, String, Row> {
     }
   }
 
+  private RecordParse() {}
+
+  /** The parser for a configuration, one per thread (Spark's parser keeps state while it reads a record). */
+  static Config config(String configText) {
+    return CONFIGS.get().computeIfAbsent(configText, Config::new);
+  }
+
   /**
-   * Registers this UDF in the session as {@code name} for a declared schema (DDL), its return type made here:
-   * one call from the driver's Python (PySpark's {@code registerJavaFunction} parses a type string through
-   * several calls into the JVM and back). Returns false, registering nothing, when {@link #supports} refuses a
-   * type in the schema.
+   * Registers the parse in the session as the function {@code name} of one argument (the record's text) for its
+   * configuration, its return type made here: one call from the driver's Python. Returns false, registering
+   * nothing, when {@link #supports} refuses a type in the schema.
    */
-  public static boolean register(org.apache.spark.sql.classic.SparkSession spark, String name, String ddl) {
-    StructType schema = StructType.fromDDL(ddl).asNullable();
+  public static boolean register(org.apache.spark.sql.classic.SparkSession spark, String name, String configText) {
+    StructType schema = StructType.fromDDL(configText.split(PART, 2)[0]).asNullable();
     if (!supports(schema)) return false;
     StructType returned = new StructType()
         .add("present", DataTypes.StringType)
         .add("rescued", DataTypes.StringType)
         .add("corrupt", DataTypes.BooleanType)
         .add("value", schema);
-    spark.udf().registerJava(name, RecordParse.class.getName(), returned);
+    spark.sessionState().functionRegistry().createOrReplaceTempFunction(name,
+        (scala.Function1<scala.collection.immutable.Seq<Expression>, Expression>) arguments -> {
+          if (arguments.size() != 1) {
+            throw new IllegalArgumentException(name + " takes one argument, the record's text");
+          }
+          return new RecordParseExpression(arguments.head(), configText, returned);
+        }, "scala_udf");
     return true;
   }
 
@@ -112,17 +127,15 @@ public final class RecordParse implements UDF2<String, String, Row> {
         || type instanceof TimestampNTZType;
   }
 
-  @Override
-  public Row call(String text, String configText) throws IOException {
-    if (text == null) return null;
-    Config config = CONFIGS.get().computeIfAbsent(configText, Config::new);
-    Row fields = FieldScan.scan(config.scan, text);  // null: not one JSON object
+  /** The answer for one record's text (not null), as the class's documentation gives it. */
+  static InternalRow parse(Config config, String text) {
+    Watch watch = new Watch(config.scan);
     InternalRow value = null;
     boolean corrupt = false;
     boolean none = false;
     try {
       scala.collection.Iterator<InternalRow> rows = config.parser.parse(
-          text, RecordParse::createParser, UTF8String::fromString).iterator();
+          text, (factory, record) -> watch.on(createParser(factory, record)), UTF8String::fromString).iterator();
       if (rows.hasNext()) value = rows.next();
       else none = true;  // a blank text: from_json's null
     } catch (Exception e) {  // Scala declares no checked exception: BadRecordException is one in Java
@@ -131,9 +144,97 @@ public final class RecordParse implements UDF2<String, String, Row> {
       InternalRow[] partial = bad.partialResults().apply();
       value = partial.length > 0 ? partial[0] : null;
     }
-    Row row = none ? null : value == null ? emptyRow(config.schema) : toRow(value, config.schema);
-    return RowFactory.create(fields == null ? null : fields.get(0), fields == null ? null : fields.get(1),
-        corrupt, row);
+    UTF8String present = null;
+    UTF8String rescued = null;
+    if (!corrupt && !none && watch.complete()) {
+      present = UTF8String.fromString(watch.present());  // the scan's answer, from the tokens Spark's parser read
+    } else {
+      Row fields = scan(config, text);  // null: not one JSON object
+      if (fields != null) {
+        present = UTF8String.fromString(fields.getString(0));
+        rescued = fields.isNullAt(1) ? null : UTF8String.fromString(fields.getString(1));
+      }
+    }
+    InternalRow row = none ? null : value == null ? new GenericInternalRow(config.schema.fields().length) : value;
+    return new GenericInternalRow(new Object[] {present, rescued, corrupt, row});
+  }
+
+  private static Row scan(Config config, String text) {
+    try {
+      return FieldScan.scan(config.scan, text);
+    } catch (IOException e) {  // writing to a string: not expected
+      throw new java.io.UncheckedIOException(e);
+    }
+  }
+
+  /**
+   * The parser Spark's parser reads a record through, noting what {@link FieldScan} would find at the top level:
+   * which declared fields hold a value (by their first occurrence, as the scan counts them), and whether the
+   * record is one it can answer for without the scan (see {@link #complete}). It changes no token.
+   */
+  static final class Watch extends JsonParserDelegate {
+    private final FieldScan.Config scan;
+    private final char[] present;
+    private final boolean[] seen;
+    private int tokens;
+    private int pending = -1;  // a declared top-level field whose value is the next token
+    private boolean first;  // ... and that is its first occurrence
+    private boolean object;  // the first token opened an object
+    private boolean closed;  // ... and that object's end was read
+    private boolean other;  // an undeclared field, or an object or array in a declared one: the scan's work
+
+    Watch(FieldScan.Config scan) {
+      super(null);
+      this.scan = scan;
+      present = new char[scan.size];
+      java.util.Arrays.fill(present, '0');
+      seen = new boolean[scan.size];
+    }
+
+    Watch on(com.fasterxml.jackson.core.JsonParser parser) {
+      delegate = parser;
+      return this;
+    }
+
+    /** Whether Spark's parser read one whole object of declared fields with no object or array in them. */
+    boolean complete() {
+      return object && closed && !other;
+    }
+
+    String present() {
+      return new String(present);
+    }
+
+    @Override
+    public JsonToken nextToken() throws IOException {
+      JsonToken t = delegate.nextToken();
+      if (tokens++ == 0) {
+        object = t == JsonToken.START_OBJECT;
+        return t;
+      }
+      if (pending >= 0) {  // the value of a declared field
+        if (t == JsonToken.START_OBJECT || t == JsonToken.START_ARRAY) other = true;
+        if (first) present[pending] = t == JsonToken.VALUE_NULL ? '0' : '1';
+        pending = -1;
+        return t;
+      }
+      if (t == JsonToken.FIELD_NAME) {
+        JsonStreamContext parent = delegate.getParsingContext().getParent();
+        if (parent != null && parent.inRoot()) {
+          Integer i = scan.index.get(delegate.currentName());
+          if (i == null) {
+            other = true;
+          } else {
+            first = !seen[i];
+            seen[i] = true;
+            pending = i;
+          }
+        }
+      } else if (t == JsonToken.END_OBJECT && delegate.getParsingContext().inRoot()) {
+        closed = true;
+      }
+      return t;
+    }
   }
 
   private static com.fasterxml.jackson.core.JsonParser createParser(
@@ -148,40 +249,5 @@ public final class RecordParse implements UDF2<String, String, Row> {
   @SuppressWarnings("unchecked")
   private static <E extends Throwable> E sneaky(Throwable e) throws E {
     throw (E) e;
-  }
-
-  private static Row emptyRow(StructType schema) {
-    return RowFactory.create(new Object[schema.fields().length]);
-  }
-
-  private static Row toRow(InternalRow row, StructType schema) {
-    StructField[] fields = schema.fields();
-    Object[] values = new Object[fields.length];
-    for (int i = 0; i < fields.length; i++) {
-      DataType type = fields[i].dataType();
-      values[i] = row.isNullAt(i) ? null : external(row.get(i, type), type);
-    }
-    return RowFactory.create(values);
-  }
-
-  /** An internal value as the external one that Spark converts back to the same internal value. */
-  private static Object external(Object value, DataType type) {
-    if (value == null) return null;
-    if (type instanceof StringType) return value.toString();
-    if (type instanceof DecimalType) return ((Decimal) value).toJavaBigDecimal();
-    if (type instanceof DateType) return DateTimeUtils.daysToLocalDate((Integer) value);
-    if (type instanceof TimestampType) return DateTimeUtils.microsToInstant((Long) value);
-    if (type instanceof TimestampNTZType) return DateTimeUtils.microsToLocalDateTime((Long) value);
-    if (type instanceof StructType struct) return toRow((InternalRow) value, struct);
-    if (type instanceof ArrayType array) {
-      ArrayData data = (ArrayData) value;
-      DataType element = array.elementType();
-      List<Object> out = new ArrayList<>(data.numElements());
-      for (int i = 0; i < data.numElements(); i++) {
-        out.add(data.isNullAt(i) ? null : external(data.get(i, element), element));
-      }
-      return out;
-    }
-    return value;  // boolean, numbers, binary: the same object either way
   }
 }
