@@ -122,3 +122,22 @@ def test_the_single_pass_is_planned_once_per_record_under_a_filter_on_its_column
     plan = good._jdf.queryExecution().optimizedPlan().toString()
     assert plan.count("sluice_record_parse(") == 1, plan
     assert [(r["n"], r["id"], r["_rescued"]) for r in good.orderBy("n").collect()] == [(0, 1, '{"x":2}'), (2, 3, None)]
+
+
+def test_records_of_any_bytes_as_from_json_reads_them(spark):
+    # each record from its decoded string, as from_json reads it: invalid UTF-8 is replaced, not rejected, and a
+    # character of several bytes is one character
+    records = [b'{"id": 1, "customer": "\xff\xfe"}', b'{"id": 2, "customer": "caf\xc3\xa9", "x": "\xe2\x82"}',
+               b'{"id": 3, "customer": "\xed\xa0\x80"}', b'{"id": 4, "customer": "\xc0\x80", "amount": 1.5}',
+               b'{"id": 5, "\xff": 1}', b'{"id": 6}\xff', b'\xff{"id": 7}', b'{"id": 8, "customer": "plain"}']
+    df = spark.createDataFrame([(i, r) for i, r in enumerate(records)], "n INT, b BINARY")
+    df = df.select("n", F.col("b").cast("string").alias("value"))
+
+    def rows(single: bool) -> list[tuple]:
+        staged, columns, error = json_columns(df, F.col("value"), SCHEMA, {}, rescue=True, keep=[F.col("n")],
+                                              scan=True, single=single)
+        return [tuple(r) for r in staged.select("n", *columns, error.alias(BAD)).orderBy("n").collect()]
+
+    one, reference = rows(True), rows(False)
+    assert one == reference
+    assert one[1][3] == "café" and one[7][3] == "plain" and "\ufffd" in one[0][3]
