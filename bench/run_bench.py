@@ -278,6 +278,26 @@ def table_version(table: Path) -> int:
     return ((log.versions() if log else None) or [-1])[-1]
 
 
+def history_against_fresh(runs_old: list[dict], runs_new: list[dict]) -> dict:
+    """P3's figures, medians of the rounds: the run with 10 new files, the run with none (through the driver),
+    the idle run (no driver) and the driver's peak memory, with a history / fresh."""
+    def median(runs: list[dict], key: str) -> float:
+        return statistics.median(r[key] for r in runs)
+
+    def both(key: str) -> dict:
+        return {"history": median(runs_old, key), "fresh": median(runs_new, key)}
+
+    return {
+        "ratio": round(median(runs_old, "seconds") / median(runs_new, "seconds"), 3),
+        "no_data_s": both("no_data_seconds"),
+        "no_data_ratio": round(median(runs_old, "no_data_seconds") / median(runs_new, "no_data_seconds"), 3),
+        "idle_wall": both("idle_wall"),
+        "idle_ratio": round(median(runs_old, "idle_wall") / median(runs_new, "idle_wall"), 3),
+        "peak_rss_mb": both("peak_rss_mb"),
+        "peak_rss_mb_over_fresh": round(median(runs_old, "peak_rss_mb") - median(runs_new, "peak_rss_mb"), 1),
+    }
+
+
 def case_p3() -> dict:
     """The same 10 new files into a pipeline with a long history / into a fresh pipeline: the file-source
     log, the checkpoint and the Delta log all that long. ``BENCH_P3_FILES`` files of history (2,000 by
@@ -414,13 +434,7 @@ def case_p3() -> dict:
                           f"no data {median(runs_old, 'no_data_seconds') / median(runs_short, 'no_data_seconds'):.2f}); "
                           f"no new file, idle (no driver): {median(runs_old, 'idle_wall'):.2f} s"),
         "plain_figure": f"{new_s:.1f} s fresh; idle {median(runs_new, 'idle_wall'):.2f} s",
-        "ratio": round(old_s / new_s, 3),
-        "no_data_s": {"history": median(runs_old, "no_data_seconds"), "fresh": median(runs_new, "no_data_seconds")},
-        "no_data_ratio": round(median(runs_old, "no_data_seconds") / median(runs_new, "no_data_seconds"), 3),
-        "idle_wall": {"history": median(runs_old, "idle_wall"), "fresh": median(runs_new, "idle_wall")},
-        "idle_ratio": round(median(runs_old, "idle_wall") / median(runs_new, "idle_wall"), 3),
-        "peak_rss_mb": {"history": median(runs_old, "peak_rss_mb"), "fresh": median(runs_new, "peak_rss_mb")},
-        "peak_rss_mb_over_fresh": round(median(runs_old, "peak_rss_mb") - median(runs_new, "peak_rss_mb"), 1),
+        **history_against_fresh(runs_old, runs_new),
         # the history's own share: the same run against a pipeline with one earlier run (its table exists)
         "one_earlier_run": {
             "seconds": median(runs_short, "seconds"), "no_data_seconds": median(runs_short, "no_data_seconds"),
@@ -473,8 +487,20 @@ def case_p3_s3() -> dict:
 
     def upload(local: Path, prefix: str) -> None:
         def put(file: Path) -> None:
-            with store.open_output_stream(f"{BUCKET_P3}/{prefix}/lake/landing/{file.name}") as out:
-                out.write(file.read_bytes())
+            # a server started again on its data may time out a write while its volumes come back: try again
+            # until the deadline, then fail with its log
+            deadline = time.monotonic() + 180
+            while True:
+                try:
+                    with store.open_output_stream(f"{BUCKET_P3}/{prefix}/lake/landing/{file.name}") as out:
+                        out.write(file.read_bytes())
+                    return
+                except OSError as err:
+                    if time.monotonic() > deadline:
+                        log_tail = (home / "server.log").read_text(errors="replace")[-3000:]
+                        raise RuntimeError(f"P3s3: the S3 server took no write of {file.name} in 180 s ({err}); "
+                                           f"its log ends:\n{log_tail}") from err
+                    time.sleep(1)
 
         with concurrent.futures.ThreadPoolExecutor(8) as pool:  # Arrow's writes let go of the GIL
             list(pool.map(put, sorted(local.glob("*.json"))))
@@ -492,9 +518,10 @@ def case_p3_s3() -> dict:
 
     def new_files() -> Path:
         n = next(rounds)
-        folder = WORK / "data" / f"p3-s3-new-{n}"
+        folder = WORK / "data" / "p3-s3-new"
         shutil.rmtree(folder, ignore_errors=True)
-        small_files(folder, f"new-{n}", 10, 1000, 20_000_000 + n * 10_000)
+        # names no earlier bench gave: the history keeps every round's files
+        small_files(folder, f"new-{uuid.uuid4().hex[:8]}", 10, 1000, 20_000_000 + n * 10_000)
         return folder
 
     def measured(prefix: str) -> dict:
@@ -569,14 +596,8 @@ def case_p3_s3() -> dict:
         "plain_figure": (f"{new_s:.1f} s fresh; {lists['fresh']['run']:.0f} LIST requests, "
                          f"listing {median(runs_new, 'listing_ms'):.0f} ms; "
                          f"idle {median(runs_new, 'idle_wall'):.2f} s"),
-        "ratio": round(old_s / new_s, 3),
         "list_requests": lists,
-        "no_data_s": {"history": median(runs_old, "no_data_seconds"), "fresh": median(runs_new, "no_data_seconds")},
-        "no_data_ratio": round(median(runs_old, "no_data_seconds") / median(runs_new, "no_data_seconds"), 3),
-        "idle_wall": {"history": median(runs_old, "idle_wall"), "fresh": median(runs_new, "idle_wall")},
-        "idle_ratio": round(median(runs_old, "idle_wall") / median(runs_new, "idle_wall"), 3),
-        "peak_rss_mb": {"history": median(runs_old, "peak_rss_mb"), "fresh": median(runs_new, "peak_rss_mb")},
-        "peak_rss_mb_over_fresh": round(median(runs_old, "peak_rss_mb") - median(runs_new, "peak_rss_mb"), 1),
+        **history_against_fresh(runs_old, runs_new),
         "sluice": runs_old,
         "plain": runs_new,
     }
