@@ -69,8 +69,8 @@ def test_a_one_shot_query_from_a_bucket_into_delta_in_the_bucket_takes_each_file
     assert sorted(i.base_name for i in listed) == ["0", "1"]
 
 
-def test_sluices_discovery_in_a_bucket_lists_once_and_takes_each_file_once(spark, s3_server, bucket):
-    # source.discovery: index on S3A: one recursive listing a run (1,000 objects a LIST request), each file once
+def test_sluices_discovery_in_a_bucket_lists_once_and_takes_each_file_once(spark, s3_server, bucket, request):
+    # source.discovery: index on S3A: one recursive listing a run (its pages of objects), each file once
     from spark_jobs.sources.files import INDEXED_SOURCE
 
     checkpoint = f"s3a://{bucket}/checkpoints/indexed"
@@ -80,6 +80,16 @@ def test_sluices_discovery_in_a_bucket_lists_once_and_takes_each_file_once(spark
     uri, conf = jvm.java.net.URI(f"s3a://{bucket}/"), spark._jsc.hadoopConfiguration()
     jvm.org.apache.hadoop.fs.FileSystem.newInstance(uri, conf).close()
     jvm.org.apache.hadoop.fs.FileSystem.get(uri, conf).close()  # out of the cache: the next is a new client
+    # pages of 2 objects for this bucket's client (S3A's per-bucket setting), so a listing takes several LIST
+    # requests: the first and each continuation are counted
+    paging = f"fs.s3a.bucket.{bucket}.paging.maximum"
+    conf.set(paging, "2")
+
+    def default_paging() -> None:  # the later tests' clients list as S3A does by default
+        conf.unset(paging)
+        jvm.org.apache.hadoop.fs.FileSystem.get(uri, conf).close()
+
+    request.addfinalizer(default_paging)
 
     def run_once() -> dict:
         stream = (spark.readStream.format(INDEXED_SOURCE).option("sluice.format", "json")
@@ -97,8 +107,9 @@ def test_sluices_discovery_in_a_bucket_lists_once_and_takes_each_file_once(spark
     second = run_once()
     third = run_once()
     assert [(r["new_files"], r["files_indexed"]) for r in (first, second, third)] == [(2, 2), (1, 3), (0, 3)]
-    # a folder of four objects is one LIST request a run (S3A's own count), the first run's too
-    assert [r["list_requests"] for r in (first, second, third)] == [1, 1, 1]
+    # three objects, then four, in pages of two: two LIST requests a run (S3A's own count: the first page and
+    # its continuation)
+    assert [r["list_requests"] for r in (first, second, third)] == [2, 2, 2]
     rows = spark.read.format("delta").load(f"s3a://{bucket}/tables/indexed")
     assert sorted((r.id, str(r.dt)) for r in rows.collect()) == [
         (0, "2026-11-01"), (1, "2026-11-01"), (2, "2026-11-01"), (3, "2026-11-02"), (4, "2026-11-02"),

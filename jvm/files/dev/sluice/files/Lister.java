@@ -41,7 +41,8 @@ final class Lister {
   private final boolean glob;
   /**
    * What the listings asked of the file system: on a local disk, the folders read; in a bucket, the LIST
-   * requests its client counted while listing (S3A's {@code object_list_request}), else the listing calls.
+   * requests its client counted while listing (S3A's {@code object_list_request} and, for each page after a
+   * listing's first, {@code object_continue_list_request}), else the listing calls.
    */
   long listRequests;
   /**
@@ -93,8 +94,9 @@ final class Lister {
   private long storeListRequests() {
     org.apache.hadoop.fs.statistics.IOStatistics stats =
         org.apache.hadoop.fs.statistics.IOStatisticsSupport.retrieveIOStatistics(fs);
-    Long value = stats == null ? null : stats.counters().get("object_list_request");
-    return value == null ? -1 : value;
+    Long first = stats == null ? null : stats.counters().get("object_list_request");
+    Long more = stats == null ? null : stats.counters().get("object_continue_list_request");
+    return first == null ? -1 : first + (more == null ? 0 : more);
   }
 
   private void list(Predicate<String> isNew, boolean local, List<FileEntry> out) throws IOException {
