@@ -111,7 +111,10 @@ public final class RecordParse {
     return true;
   }
 
-  /** The types whose values this UDF hands back exactly through a Java UDF's external types. */
+  /**
+   * The types the parse is compared with {@code from_json} for (test_record_parse): the ones a Java UDF's
+   * external types handed back exactly, when it was one. Others (a map) are parsed by {@code from_json}.
+   */
   static boolean supports(DataType type) {
     if (type instanceof StructType struct) {
       for (StructField field : struct.fields()) {
