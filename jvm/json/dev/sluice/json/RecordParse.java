@@ -150,7 +150,7 @@ public final class RecordParse {
     UTF8String present = null;
     UTF8String rescued = null;
     if (!corrupt && !none && watch.complete()) {
-      present = UTF8String.fromString(watch.present());  // the scan's answer, from the tokens Spark's parser read
+      present = watch.present();  // the scan's answer, from the tokens Spark's parser read
     } else {
       Row fields = scan(config, text);  // null: not one JSON object
       if (fields != null) {
@@ -177,7 +177,7 @@ public final class RecordParse {
    */
   static final class Watch extends JsonParserDelegate {
     private final FieldScan.Config scan;
-    private final char[] present;
+    private final byte[] present;  // '0' or '1' a declared field, ASCII: the answer's bytes as they are
     private final boolean[] seen;
     private int tokens;
     private int pending = -1;  // a declared top-level field whose value is the next token
@@ -189,8 +189,8 @@ public final class RecordParse {
     Watch(FieldScan.Config scan) {
       super(null);
       this.scan = scan;
-      present = new char[scan.size];
-      java.util.Arrays.fill(present, '0');
+      present = new byte[scan.size];
+      java.util.Arrays.fill(present, (byte) '0');
       seen = new boolean[scan.size];
     }
 
@@ -204,8 +204,8 @@ public final class RecordParse {
       return object && closed && !other;
     }
 
-    String present() {
-      return new String(present);
+    UTF8String present() {
+      return UTF8String.fromBytes(present);
     }
 
     @Override
@@ -217,7 +217,7 @@ public final class RecordParse {
       }
       if (pending >= 0) {  // the value of a declared field
         if (t == JsonToken.START_OBJECT || t == JsonToken.START_ARRAY) other = true;
-        if (first) present[pending] = t == JsonToken.VALUE_NULL ? '0' : '1';
+        if (first) present[pending] = (byte) (t == JsonToken.VALUE_NULL ? '0' : '1');
         pending = -1;
         return t;
       }

@@ -26,11 +26,13 @@ public final class RecordParseExpression extends Expression implements Serializa
   private final Expression child;
   private final String configText;
   private final StructType returned;
+  private final scala.collection.immutable.Seq<Expression> children;  // Spark asks for them on every walk of a plan
 
   public RecordParseExpression(Expression child, String configText, StructType returned) {
     this.child = child;
     this.configText = configText;
     this.returned = returned;
+    this.children = scala.collection.immutable.List$.MODULE$.<Expression>empty().$colon$colon(child);
   }
 
   /** The answer for one record's text (not null): see {@link RecordParse#parse}. */
@@ -40,7 +42,7 @@ public final class RecordParseExpression extends Expression implements Serializa
 
   @Override
   public scala.collection.immutable.Seq<Expression> children() {
-    return scala.collection.immutable.List$.MODULE$.empty().$colon$colon(child);
+    return children;
   }
 
   @Override
