@@ -82,17 +82,18 @@ $(STAMPS)/chaos-jar: $(STAMPS)/venv $(STAMPS)/jars $(wildcard jvm/chaos/dev/slui
 	@touch $@
 
 # sluice's own JVM classes (jvm/json: the field scan of JSON records, spark_jobs/quality/records.py; jvm/files: the
-# file source's discovery index, source.discovery: index), compiled against pyspark's jars into var/jars/sluice, which
+# file source's discovery index, source.discovery: index, whose listing after a mark in a bucket calls S3A's SDK
+# client: compiled against var/jars/s3 too, loaded only in a run that has them), compiled against pyspark's jars into var/jars/sluice, which
 # every run hands to spark-submit (each jar made aside and renamed into place: a running JVM keeps reading the one
 # it opened); and jvm/catalog (Hive's metastore
 # server on one address, sluice/operations/catalog.py) into var/jars/metastore.
 sluice-jar: $(STAMPS)/sluice-jar
-$(STAMPS)/sluice-jar: $(STAMPS)/venv $(wildcard jvm/json/dev/sluice/json/*.java) $(wildcard jvm/files/dev/sluice/files/*.java) $(wildcard jvm/catalog/dev/sluice/catalog/*.java)
+$(STAMPS)/sluice-jar: $(STAMPS)/venv $(STAMPS)/jars $(wildcard jvm/json/dev/sluice/json/*.java) $(wildcard jvm/files/dev/sluice/files/*.java) $(wildcard jvm/catalog/dev/sluice/catalog/*.java)
 	@mkdir -p $(STAMPS) var/build/json var/build/files var/build/catalog var/jars/sluice var/jars/metastore
 	rm -rf var/build/json/* var/build/files/* var/build/catalog/*
 	javac -nowarn --release 17 -d var/build/json -cp "$$($(BIN)/python -c 'import pyspark, os; print(os.path.dirname(pyspark.__file__))')/jars/*" jvm/json/dev/sluice/json/*.java
 	jar cf var/jars/sluice/sluice-json.jar.tmp -C var/build/json . && mv var/jars/sluice/sluice-json.jar.tmp var/jars/sluice/sluice-json.jar
-	javac -nowarn --release 17 -d var/build/files -cp "$$($(BIN)/python -c 'import pyspark, os; print(os.path.dirname(pyspark.__file__))')/jars/*" jvm/files/dev/sluice/files/*.java
+	javac -nowarn --release 17 -d var/build/files -cp "$$($(BIN)/python -c 'import pyspark, os; print(os.path.dirname(pyspark.__file__))')/jars/*:var/jars/s3/*" jvm/files/dev/sluice/files/*.java
 	jar cf var/jars/sluice/sluice-files.jar.tmp -C var/build/files . && mv var/jars/sluice/sluice-files.jar.tmp var/jars/sluice/sluice-files.jar
 	javac -nowarn --release 17 -d var/build/catalog -cp "$$($(BIN)/python -c 'import pyspark, os; print(os.path.dirname(pyspark.__file__))')/jars/*" jvm/catalog/dev/sluice/catalog/*.java
 	jar cf var/jars/metastore/sluice-metastore.jar.tmp -C var/build/catalog . && mv var/jars/metastore/sluice-metastore.jar.tmp var/jars/metastore/sluice-metastore.jar

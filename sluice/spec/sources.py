@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import posixpath
+import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -166,6 +167,21 @@ class FileSource(_Model):
     for every file it has ever read at each start and lists the whole folder for each batch. Both keep the
     same log in the checkpoint: a pipeline moves from one to the other (either way) without a file read
     twice or missed. See docs/performance.md."""
+    listing: Literal["full", "incremental"] = "full"
+    """Which names a run lists (``discovery: index``). ``full`` (the default): every name. ``incremental``: the
+    names that sort after a high-water mark (a bucket: ``ListObjectsV2`` with ``StartAfter``, one request for
+    the tail of any folder), for names that sort as files land (``2026-12-06T10.json``, ``date=2026-12-06/``).
+    The mark: the highest name seen by listings started ``look_back`` or more before. A file landing with a
+    name below it is read by the next full listing (every ``full_listing_every``): late, never lost. The
+    rewritten-file check and the backlog look at the names listed. No glob in ``path`` (use
+    ``options.pathGlobFilter``). See docs/performance.md."""
+    look_back: str = "1h"
+    """``listing: incremental``: the age of the mark a run lists after (``0s``, ``30m``, ``1h``, ``2d``): the
+    latest a file may land after higher names were read, plus the schedule's interval. Until a listing that
+    old exists, runs list every name."""
+    full_listing_every: str = "1d"
+    """``listing: incremental``: how often a run lists every name (``12h``, ``1d``), reading files that landed
+    later than ``look_back`` allows and rewrites of any name."""
     clean_source: CleanSource | None = None
     """Archive or delete each landing file once its rows are committed and ``retention`` has passed:
     ``{mode: archive, archive_dir: archive/orders, retention: 7d}`` or ``{mode: delete, retention: 7d}``.
@@ -192,6 +208,30 @@ class FileSource(_Model):
                 posixpath.isabs(clean.archive_dir) == posixpath.isabs(self.path)):
             if overlapping_folders(clean.archive_dir, self.path):
                 raise ValueError(archive_overlap_message(clean.archive_dir, self.path))
+        return self
+
+    @field_validator("look_back", "full_listing_every", mode="before")
+    @classmethod
+    def _durations(cls, value: Any) -> Any:
+        return CleanSource._retention(value)
+
+    @model_validator(mode="after")
+    def _incremental_listing(self) -> FileSource:
+        given = [name for name in ("full_listing_every", "look_back")  # a default given back (a dump) is no use
+                 if getattr(self, name) != type(self).model_fields[name].default]
+        if self.listing == "full" and given:
+            raise ValueError(f"{', '.join(given)}: only used with listing: incremental; set listing: incremental "
+                             f"or remove {' and '.join(given)}")
+        if self.listing == "incremental" and self.discovery != "index":
+            raise ValueError("listing: incremental is sluice's discovery (discovery: index); Spark's file source "
+                             "(discovery: spark) lists every name: remove listing or set discovery: index")
+        if self.listing == "incremental" and re.search(r"[*?\[{]", self.path):  # SparkHadoopUtil.isGlobPath
+            raise ValueError(f"listing: incremental lists one folder's names after a mark; path {self.path} is a "
+                             "glob: give the folder as path and keep files by name with options.pathGlobFilter, "
+                             "or set listing: full")
+        if self.listing == "incremental" and duration_seconds(self.full_listing_every) <= 0:
+            raise ValueError("full_listing_every: give a positive duration (e.g. 1d): a full listing is how a file "
+                             "landed later than look_back is read")
         return self
 
     @model_validator(mode="after")

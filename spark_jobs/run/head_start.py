@@ -32,7 +32,7 @@ from concurrent.futures import Future
 from spark_jobs.driver.context import Run
 from spark_jobs.sinks.delta_table import warm_state
 from spark_jobs.sources import overwrites
-from spark_jobs.sources.files import indexed
+from spark_jobs.sources.files import indexed, listing_option
 
 
 class HeadStart:
@@ -79,7 +79,8 @@ def start(run: Run) -> HeadStart | None:
     def work() -> None:
         try:
             listed = overwrites.list_indexed(spark, source_root, checkpoint, spec.source.options, hand_over=True,
-                                             any_unseen=any_unseen, found=found)
+                                             any_unseen=any_unseen, found=found,
+                                             listing=listing_option(spec.source))
         except BaseException as err:  # noqa: BLE001 - raised by listing() in the run's own thread
             any_unseen.complete(False)  # the JVM's listing may never have started
             found.complete(-1)

@@ -18,7 +18,7 @@ from spark_jobs.driver.context import Run
 from spark_jobs.run.head_start import HeadStart
 from spark_jobs.sinks.table import Target
 from spark_jobs.sources import overwrites
-from spark_jobs.sources.files import indexed
+from spark_jobs.sources.files import indexed, listing_option
 
 
 class OverwrittenFiles(RuntimeError):
@@ -64,12 +64,13 @@ def check(run: Run, target: Target, committed: set[int], head: HeadStart | None)
         def report() -> None:
             summary.overwritten_files = overwrites.report(overwrites.find_rewritten_indexed(
                 run.spark, source_root, checkpoint, spec.source.options, rereading=rereading,
-                listed=later.result()), action)
+                listed=later.result(), listing=listing_option(spec.source)), action)
 
         return Checked(report=report)
     else:
         rewritten = overwrites.find_rewritten_indexed(run.spark, source_root, checkpoint, spec.source.options,
-                                                      rereading=rereading, listed=head and head.listing(run))
+                                                      rereading=rereading, listed=head and head.listing(run),
+                                                      listing=listing_option(spec.source))
     summary.overwritten_files = overwrites.report(rewritten, action)
     if rewritten and action == "fail":
         raise OverwrittenFiles(overwrites.fail_message(rewritten))

@@ -13,6 +13,7 @@ from pyspark.sql.types import StructType
 from sluice.settings import Settings
 from sluice.spark_conf import option_text
 from sluice.spec import DeltaSource, FileSource, KafkaSource, PipelineSpec
+from sluice.spec.common import duration_seconds
 from sluice.storage.checkpoint import source_folder
 from sluice.storage.delta_log import DeltaLog
 from spark_jobs.driver.errors import BatchRejected, describe_error
@@ -64,7 +65,7 @@ def read_source(spark: SparkSession, spec: PipelineSpec, settings: Settings, *, 
     read_as = "text" if json_lines else source.format
     if files is None and source.discovery == "index":
         reader = spark.readStream.format(INDEXED_PARQUET_SOURCE if read_as == "parquet" else INDEXED_SOURCE)
-        reader = reader.option("sluice.format", read_as)
+        reader = reader.option("sluice.format", read_as).option("sluice.listing", listing_option(source))
     else:
         reader = (spark.readStream if files is None else spark.read).format(read_as)
     # Spark ignores, after the first batch, files whose modification time is more than maxFileAge (default
@@ -121,6 +122,14 @@ def discovery_report(spark: SparkSession, spec: PipelineSpec, checkpoint: str) -
         return None
     text = spark._jvm.dev.sluice.files.IndexedFileSource.report(source_folder(checkpoint))
     return json.loads(text) if text else None
+
+
+def listing_option(source: FileSource) -> str:
+    """The discovery's ``sluice.listing`` option (jvm/files ``Listing``): ``full``, or ``incremental,<look back
+    ms>,<full listing every ms>``."""
+    if source.listing != "incremental":
+        return "full"
+    return f"incremental,{duration_seconds(source.look_back) * 1000},{duration_seconds(source.full_listing_every) * 1000}"
 
 
 def indexed(spec: PipelineSpec) -> bool:

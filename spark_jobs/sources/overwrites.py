@@ -148,12 +148,14 @@ def find_rewritten(source_root: str, checkpoint: str, rereading: int | None = No
 
 
 def find_rewritten_indexed(spark, source_root: str, checkpoint: str, options: dict, *,
-                           rereading: int | None = None, listed: dict | None = None) -> list[Rewritten]:
+                           rereading: int | None = None, listed: dict | None = None,
+                           listing: str = "full") -> list[Rewritten]:
     """:func:`find_rewritten` for ``source.discovery: index``: one listing of the source path with the files'
     statuses, against the times the index recorded (jvm/files ``Rewrites``), without the log's text parsed:
     the files under the source path (a file the index found that is no longer there is not a rewrite).
-    ``listed``: that listing's answer already (:func:`list_indexed`, taken earlier in the run)."""
-    found = (listed or list_indexed(spark, source_root, checkpoint, options))["rewritten"]
+    ``listed``: that listing's answer already (:func:`list_indexed`, taken earlier in the run). ``listing``: the
+    source's (``FileSource.listing_option``): with ``incremental``, the names after its mark are looked at."""
+    found = (listed or list_indexed(spark, source_root, checkpoint, options, listing=listing))["rewritten"]
     if not found:
         return []
     again = {file_key(path) for uri in (Checkpoint(checkpoint).files_of_batch(rereading) or [])
@@ -169,7 +171,7 @@ def find_rewritten_indexed(spark, source_root: str, checkpoint: str, options: di
 
 
 def list_indexed(spark, source_root: str, checkpoint: str, options: dict, *, hand_over: bool = False,
-                 any_unseen=None, found=None) -> dict:
+                 any_unseen=None, found=None, listing: str = "full") -> dict:
     """The listing behind :func:`find_rewritten_indexed` (jvm/files ``Rewrites.check``): ``rewritten``, the
     files whose time is not the one the index recorded, and ``unseen``, how many files it found that the index
     has not (-1: an empty index, nothing listed). Reads only: safe on a thread of its own before the query.
@@ -181,7 +183,8 @@ def list_indexed(spark, source_root: str, checkpoint: str, options: dict, *, han
     at."""
     glob_filter = next((str(v) for k, v in options.items() if k.lower() == "pathglobfilter"), None)
     return json.loads(spark._jvm.dev.sluice.files.Rewrites.check(
-        spark._jsparkSession, source_folder(checkpoint), source_root, glob_filter, not is_local_uri(source_root),
+        spark._jsparkSession, source_folder(checkpoint), source_root, glob_filter, listing,
+        not is_local_uri(source_root),
         hand_over, any_unseen, found))
 
 

@@ -262,3 +262,31 @@ def test_a_renamed_pipelines_state_stays_under_its_first_name(tmp_path):
                          "checkpoint": "cp_c", "quarantine_path": "q/c"})
     assert (pinned.sink_path(settings).endswith("/gold/c"), pinned.checkpoint_path(settings).endswith("/cp_c"),
             pinned.quarantine_table_path(settings).endswith("/q/c")) == (True, True, True)
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"look_back": "2h"}, "source.look_back: only used with listing: incremental; set listing: incremental or remove look_back"),
+        ({"listing": "incremental", "discovery": "spark"},
+         "source.listing: incremental is sluice's discovery (discovery: index)"),
+        ({"listing": "incremental", "path": "landing/o/*.json"},
+         "source.listing: incremental lists one folder's names after a mark; path landing/o/*.json is a glob: "
+         "give the folder as path and keep files by name with options.pathGlobFilter"),
+        ({"listing": "incremental", "full_listing_every": 0},
+         "source.full_listing_every: give a positive duration (e.g. 1d)"),
+        ({"listing": "incremental", "look_back": "a while"}, "source.look_back: 'a while' is not a duration"),
+        ({"listing": "sometimes"}, "source.listing: 'sometimes' is not allowed; use one of: full, incremental"),
+    ],
+)
+def test_an_incremental_listing_is_refused_where_it_cannot_keep_its_promise(change, message):
+    with pytest.raises(SpecError) as caught:
+        parse_spec({"name": "q", "source": {**JSON_SOURCE, **change}}, "q.yaml")
+    assert f"q.yaml: {message}" in str(caught.value)
+
+
+def test_an_incremental_listing_keeps_its_defaults_through_a_dump():
+    spec = parse_spec({"name": "q", "source": {**JSON_SOURCE, "listing": "incremental", "look_back": 0}})
+    assert (spec.source.look_back, spec.source.full_listing_every) == ("0s", "1d")
+    assert parse_spec(spec.model_dump(by_alias=True)) == spec
+    assert parse_spec({"name": "q", "source": JSON_SOURCE}).source.listing == "full"  # the default

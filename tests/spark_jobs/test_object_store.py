@@ -69,11 +69,9 @@ def test_a_one_shot_query_from_a_bucket_into_delta_in_the_bucket_takes_each_file
     assert sorted(i.base_name for i in listed) == ["0", "1"]
 
 
-def test_sluices_discovery_in_a_bucket_lists_once_and_takes_each_file_once(spark, s3_server, bucket, request):
-    # source.discovery: index on S3A: one recursive listing a run (its pages of objects), each file once
-    from spark_jobs.sources.files import INDEXED_SOURCE
-
-    checkpoint = f"s3a://{bucket}/checkpoints/indexed"
+def _pages_of_two(spark, bucket: str, request) -> None:
+    """This bucket's client lists in pages of 2 objects until the test ends (S3A's per-bucket setting), so a
+    listing takes several LIST requests."""
     # CI's order, made certain: the bucket's client is not the JVM's first S3A client (S3A's storage
     # statistics are one per JVM, bound to the first; the count must be this client's own)
     jvm = spark._jvm
@@ -91,13 +89,25 @@ def test_sluices_discovery_in_a_bucket_lists_once_and_takes_each_file_once(spark
 
     request.addfinalizer(default_paging)
 
+
+def _run_indexed(spark, bucket: str, name: str, listing: str = "full") -> dict:
+    from spark_jobs.sources.files import INDEXED_SOURCE
+
+    checkpoint = f"s3a://{bucket}/checkpoints/{name}"
+    stream = (spark.readStream.format(INDEXED_SOURCE).option("sluice.format", "json").option("sluice.listing", listing)
+              .schema("id BIGINT, amount DOUBLE").load(f"s3a://{bucket}/{name}"))
+    query = (stream.writeStream.format("delta").option("checkpointLocation", checkpoint)
+             .trigger(availableNow=True).start(f"s3a://{bucket}/tables/{name}"))
+    query.awaitTermination()
+    return json.loads(spark._jvm.dev.sluice.files.IndexedFileSource.report(f"{checkpoint}/sources/0"))
+
+
+def test_sluices_discovery_in_a_bucket_lists_once_and_takes_each_file_once(spark, s3_server, bucket, request):
+    # source.discovery: index on S3A: one recursive listing a run (its pages of objects), each file once
+    _pages_of_two(spark, bucket, request)
+
     def run_once() -> dict:
-        stream = (spark.readStream.format(INDEXED_SOURCE).option("sluice.format", "json")
-                  .schema("id BIGINT, amount DOUBLE").load(f"s3a://{bucket}/indexed"))
-        query = (stream.writeStream.format("delta").option("checkpointLocation", checkpoint)
-                 .trigger(availableNow=True).start(f"s3a://{bucket}/tables/indexed"))
-        query.awaitTermination()
-        return json.loads(spark._jvm.dev.sluice.files.IndexedFileSource.report(f"{checkpoint}/sources/0"))
+        return _run_indexed(spark, bucket, "indexed")
 
     for name, ids in (("dt=2026-11-01/a.json", range(0, 3)), ("dt=2026-11-02/b.json", range(3, 5)),
                       ("_staging/c.json", range(100, 101))):  # a hidden folder: not read, as Spark skips it
@@ -114,3 +124,25 @@ def test_sluices_discovery_in_a_bucket_lists_once_and_takes_each_file_once(spark
     assert sorted((r.id, str(r.dt)) for r in rows.collect()) == [
         (0, "2026-11-01"), (1, "2026-11-01"), (2, "2026-11-01"), (3, "2026-11-02"), (4, "2026-11-02"),
         (5, "2026-11-02"), (6, "2026-11-02"), (7, "2026-11-02")]
+
+
+def test_an_incremental_listing_in_a_bucket_asks_for_the_keys_after_its_mark(spark, s3_server, bucket, request):
+    # source.listing: incremental on S3A: ListObjectsV2 with StartAfter, the tail of the folder in one request
+    _pages_of_two(spark, bucket, request)
+    listing = "incremental,0,86400000"  # look_back 0s, full_listing_every 1d
+    for n in range(5):
+        _land(s3_server, bucket, f"2026-12-06T0{n}.json", range(n * 10, n * 10 + 2), folder="tail")
+    first = _run_indexed(spark, bucket, "tail", listing)
+    assert (first["listing"], first["new_files"], first["list_requests"]) == ("full", 5, 3)  # 5 keys, pages of 2
+    _land(s3_server, bucket, "2026-12-06T05.json", range(50, 52), folder="tail")
+    second = _run_indexed(spark, bucket, "tail", listing)
+    assert (second["listing"], second["start_after"], second["new_files"], second["list_requests"]) == (
+        "incremental", "2026-12-06T04.json", 1, 1)
+    _land(s3_server, bucket, "2026-12-06T00-late.json", range(90, 91), folder="tail")  # below the mark: late
+    third = _run_indexed(spark, bucket, "tail", listing)
+    assert (third["start_after"], third["new_files"], third["list_requests"]) == ("2026-12-06T05.json", 0, 1)
+    rows = spark.read.format("delta").load(f"s3a://{bucket}/tables/tail")
+    assert sorted(r.id for r in rows.collect()) == [n * 10 + i for n in range(6) for i in range(2)]
+    full = _run_indexed(spark, bucket, "tail")  # a full listing (the spec's full_listing_every, due) reads it
+    assert (full["new_files"], full["list_requests"]) == (1, 4)
+    assert spark.read.format("delta").load(f"s3a://{bucket}/tables/tail").count() == 13

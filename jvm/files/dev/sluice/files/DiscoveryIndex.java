@@ -78,6 +78,8 @@ final class DiscoveryIndex {
   };
   private int listsRead;
 
+  private Listing.Marks marks;
+
   private int compactInterval;
   private long latestCompact = -1;
 
@@ -101,6 +103,26 @@ final class DiscoveryIndex {
     this.fs = folder.getFileSystem(conf);
     this.files = CheckpointFileManager.create(folder, conf);
     restore();
+  }
+
+  /** The marks of the incremental listing ({@link Listing}), read once. */
+  Listing.Marks marks() throws IOException {
+    if (marks == null) {
+      marks = Listing.read(files, new Path(folder, INDEX));
+    }
+    return marks;
+  }
+
+  /**
+   * Replaces the listing's marks: called once the new files of the listing they describe are all in batch lists
+   * written before (a kill in between leaves the older marks, whose listing reads more).
+   */
+  void recordListing(Listing.Marks next) throws IOException {
+    if (readOnly) {
+      throw new IllegalStateException("the discovery index in " + folder + " was opened to be read only");
+    }
+    Listing.write(files, new Path(folder, INDEX), next);
+    marks = next;
   }
 
   /** The last batch that has a file list (-1: none). */

@@ -44,7 +44,19 @@ public final class IndexedFileSource implements Source, SupportsTriggerAvailable
 
   /** The new files of a listing made for a run before its query, against its index at {@code latestBatch}. */
   private record Listed(String path, String pathGlobFilter, long latestBatch, List<FileEntry> files, long ms,
-      long requests) {}
+      long requests, Listing.Plan plan, String highest) {}
+
+  /** A listing whose new files are not all in the index yet: its marks wait for them ({@link Listing}). */
+  private static final class Pending {
+    final Listing.Plan plan;
+    final String highest;
+    long taken;
+
+    Pending(Listing.Plan plan, String highest) {
+      this.plan = plan;
+      this.highest = highest;
+    }
+  }
 
   private final SparkSession spark;
   private final String metadataPath;
@@ -63,6 +75,10 @@ public final class IndexedFileSource implements Source, SupportsTriggerAvailable
   private boolean sized;
   /** Whether the first listing was the one handed over ({@link #handOver}). */
   private boolean listedBefore;
+  /** The plan of the run's first listing: what its report says. */
+  private Listing.Plan firstPlan;
+  private Pending pending;
+  private boolean marked;
 
   IndexedFileSource(SparkSession spark, String metadataPath, Layout layout) {
     this.spark = spark;
@@ -117,9 +133,9 @@ public final class IndexedFileSource implements Source, SupportsTriggerAvailable
    * between is found by the next listing, as one landing after a listing always is.
    */
   static void handOver(String metadataPath, String path, String pathGlobFilter, long latestBatch,
-      List<FileEntry> files, long ms, long requests) {
+      List<FileEntry> files, long ms, long requests, Listing.Plan plan, String highest) {
     HANDED.put(DiscoveryIndex.key(metadataPath),
-        new Listed(path, pathGlobFilter, latestBatch, List.copyOf(files), ms, requests));
+        new Listed(path, pathGlobFilter, latestBatch, List.copyOf(files), ms, requests, plan, highest));
   }
 
   private static ObjectNode backlog(List<FileEntry> files) {
@@ -197,16 +213,50 @@ public final class IndexedFileSource implements Source, SupportsTriggerAvailable
       }
       found += take;
     }
+    if (pending != null) {
+      pending.taken += take;
+      if (take == fresh.size()) {
+        mark();
+      }
+    }
     report();
     long latest = index.latestBatch();
     return latest < 0 ? null : FileStreamSourceOffset.apply(latest);
+  }
+
+  /**
+   * The new files of the listing pending are all in the index: its marks are written when it found some (the
+   * mark moves) or was a full listing (when the next is due). A run with nothing new writes nothing. A mark
+   * that cannot be written leaves the older ones: the next listing reads more names; the run goes on.
+   */
+  private void mark() {
+    Pending done = pending;
+    pending = null;
+    if (!done.plan.listing().incremental || (done.taken == 0 && !done.plan.full())) {
+      return;
+    }
+    try {
+      index.recordListing(Listing.after(index.marks(), lister.root(), done.plan, done.highest));
+      marked = true;
+    } catch (IOException | RuntimeException e) {
+      org.slf4j.LoggerFactory.getLogger(IndexedFileSource.class).warn("sluice: the listing's marks in "
+          + metadataPath + " were not written (the next listing reads from the older ones): " + e);
+    }
+  }
+
+  private Listing.Plan plan() {
+    try {
+      return layout.listing.plan(index.marks(), lister.root(), System.currentTimeMillis());
+    } catch (IOException e) {
+      throw new UncheckedIOException("the listing's marks in " + metadataPath + " cannot be read: " + e, e);
+    }
   }
 
   private List<FileEntry> listNew() {
     Listed handed = HANDED.remove(DiscoveryIndex.key(metadataPath));
     if (handed != null && listings == 0 && handed.latestBatch() == index.latestBatch()
         && handed.path().equals(layout.path) && java.util.Objects.equals(handed.pathGlobFilter(),
-            layout.pathGlobFilter)) {
+            layout.pathGlobFilter) && handed.plan().listing().equals(layout.listing)) {
       List<FileEntry> found = new ArrayList<>();
       for (FileEntry f : handed.files()) {
         if (!index.contains(f.key())) {
@@ -219,11 +269,18 @@ public final class IndexedFileSource implements Source, SupportsTriggerAvailable
       listings++;
       lister.listRequests += handed.requests();
       listedBefore = true;
+      firstPlan = handed.plan();
+      pending = new Pending(handed.plan(), handed.highest());
       return found;
     }
     long start = System.nanoTime();
+    Listing.Plan plan = plan();
+    if (firstPlan == null) {
+      firstPlan = plan;
+    }
     try {
-      List<FileEntry> found = lister.list(key -> !index.contains(key));
+      List<FileEntry> found = lister.startAfter(plan.startAfter()).list(key -> !index.contains(key));
+      pending = new Pending(plan, lister.highest);
       if (backlogBefore == null) {
         backlogBefore = backlog(found);
         backlogBefore.put("listing_ms", (System.nanoTime() - start) / 1_000_000);
@@ -278,6 +335,12 @@ public final class IndexedFileSource implements Source, SupportsTriggerAvailable
     r.put("list_requests", lister.listRequests);
     r.put("batch_lists_read", index.listsRead() - listsReadAtStart);
     r.put("listed_before_query", listedBefore);
+    if (firstPlan != null) {
+      r.put("listing", firstPlan.full() ? "full" : "incremental");
+      r.put("start_after", firstPlan.startAfter());
+      r.put("listing_why", firstPlan.why());
+      r.put("marks_written", marked);
+    }
     if (backlogBefore != null) {
       r.set("backlog_before", backlogBefore);
     }

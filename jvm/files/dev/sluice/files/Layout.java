@@ -27,7 +27,7 @@ final class Layout {
       "modifiedbefore", "modifiedafter", "maxbytespertrigger");
   /** Options of Spark's file source that describe its discovery, which this source does itself. */
   static final Set<String> DISCOVERY = Set.of("maxfilespertrigger", "maxfileage", "maxcachedfiles",
-      "discardcachedinputratio", "path", FORMAT);
+      "discardcachedinputratio", "path", FORMAT, Listing.OPTION);
 
   final String path;
   final String format;
@@ -36,12 +36,14 @@ final class Layout {
   final scala.collection.immutable.Seq<String> partitionColumns;
   final int maxFiles;
   final String pathGlobFilter;
+  /** Which names a listing reads ({@code sluice.listing}: {@link Listing}). */
+  final Listing listing;
   /** Whether a file was there when the stream was analysed: its partition columns are then the stream's. */
   private final boolean sampled;
   private FileFormat fileFormat;
 
   private Layout(String path, String format, Map<String, String> inner, StructType schema, List<String> partitions,
-      int maxFiles, String pathGlobFilter, boolean sampled) {
+      int maxFiles, String pathGlobFilter, Listing listing, boolean sampled) {
     this.path = path;
     this.format = format;
     this.innerOptions = toScala(inner);
@@ -49,6 +51,7 @@ final class Layout {
     this.partitionColumns = CollectionConverters.asScala(partitions).toList();
     this.maxFiles = maxFiles;
     this.pathGlobFilter = pathGlobFilter;
+    this.listing = listing;
     this.sampled = sampled;
   }
 
@@ -100,6 +103,11 @@ final class Layout {
       throw new IllegalArgumentException("sluice's file source needs a schema for format " + format);
     }
     String filter = options.get("pathglobfilter");
+    Listing listing = Listing.parse(options.get(Listing.OPTION));
+    if (listing.incremental && org.apache.spark.deploy.SparkHadoopUtil.get().isGlobPath(
+        new org.apache.hadoop.fs.Path(path))) {
+      throw new IllegalArgumentException(Listing.globRefused(path));
+    }
     Configuration conf = spark.sessionState().newHadoopConf();
     String sample;
     try {
@@ -117,7 +125,7 @@ final class Layout {
         partitions.add(name);
       }
     }
-    return new Layout(path, format, inner, schema, partitions, maxFiles, filter, sample != null);
+    return new Layout(path, format, inner, schema, partitions, maxFiles, filter, listing, sample != null);
   }
 
   /** A batch relation of exactly these files (paths as Spark's log writes them). */

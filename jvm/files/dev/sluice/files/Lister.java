@@ -50,6 +50,13 @@ final class Lister {
    * first: what {@link #list} would call new against the same record.
    */
   final List<FileEntry> unseen = new ArrayList<>();
+  /**
+   * The listing's high-water mark ({@link Listing}): only names below the folder that sort after it are read;
+   * null, every name.
+   */
+  private String startAfter;
+  /** The highest name below the folder of a file the last listing saw (new or known), or null: none. */
+  String highest;
 
   Lister(String path, Configuration conf, String pathGlobFilter) throws IOException {
     Path p = new Path(path);
@@ -57,6 +64,45 @@ final class Lister {
     this.pattern = fs.makeQualified(p);
     this.nameFilter = pathGlobFilter == null ? null : new GlobFilter(pathGlobFilter);
     this.glob = org.apache.spark.deploy.SparkHadoopUtil.get().isGlobPath(p);
+  }
+
+  /** The folder listed, as its marks name it ({@link Listing.Marks#root}). */
+  String root() {
+    return pattern.toString();
+  }
+
+  /**
+   * Lists only the names after {@code name} from now on (null: every name). A path with a glob has no one
+   * folder whose names sort: refused.
+   */
+  Lister startAfter(String name) {
+    if (name != null && glob) {
+      throw new IllegalArgumentException(Listing.globRefused(pattern.toString()));
+    }
+    this.startAfter = name;
+    return this;
+  }
+
+  /** Whether {@code fs} is S3A's (or a subclass), told by class name: a run without S3A loads none of it. */
+  private static boolean onS3A(FileSystem fs) {
+    for (Class<?> c = fs.getClass(); c != null; c = c.getSuperclass()) {
+      if (c.getName().equals("org.apache.hadoop.fs.s3a.S3AFileSystem")) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  /** Keeps {@code name} (below the folder, of a file listed) as {@link #highest} when it sorts after it. */
+  private void saw(String name) {
+    if (highest == null || Listing.compare(name, highest) > 0) {
+      highest = name;
+    }
+  }
+
+  /** Whether a name below the folder sorts after the mark (always, without one). */
+  private boolean afterMark(String name) {
+    return startAfter == null || Listing.compare(name, startAfter) > 0;
   }
 
   /**
@@ -73,6 +119,7 @@ final class Lister {
     List<FileEntry> out = new ArrayList<>();
     boolean local = "file".equals(fs.getUri().getScheme());
     long counted = storeListRequests();
+    highest = null;
     try {
       list(isNew, local, out);
     } finally {
@@ -188,23 +235,37 @@ final class Lister {
   }
 
   private void walk(java.nio.file.Path dir, Predicate<String> isNew, List<FileEntry> out) throws IOException {
-    walk(dir, isNew, (p, key, a) -> entry(p, key, a.lastModifiedTime().toMillis(), a.size()), out);
+    walk(dir, "", isNew, (p, key, a) -> entry(p, key, a.lastModifiedTime().toMillis(), a.size()), out);
   }
 
-  /** A local folder's tree, each name {@code look} calls worth it looked at ({@code stat}), every level. */
-  private void walk(java.nio.file.Path dir, Predicate<String> look, Take take, List<FileEntry> out)
+  /**
+   * A local folder's tree, each name {@code look} calls worth it looked at ({@code stat}), every level; with a
+   * mark ({@link #startAfter}), a name that sorts before it is skipped unread, and so is a folder all of whose
+   * names do. {@code below}: the folder's name below the listed one ("" for it).
+   */
+  private void walk(java.nio.file.Path dir, String below, Predicate<String> look, Take take, List<FileEntry> out)
       throws IOException {
     listRequests++;
     List<java.nio.file.Path> folders = new ArrayList<>();
+    List<String> folderNames = new ArrayList<>();
     try (DirectoryStream<java.nio.file.Path> names = Files.newDirectoryStream(dir)) {
       for (java.nio.file.Path p : names) {
         String name = p.getFileName().toString();
         if (HadoopFSUtils.shouldFilterOutPathName(name)) {
           continue;
         }
+        String relative = below.isEmpty() ? name : below + "/" + name;
+        boolean maybeFolderOnly = false;
+        if (startAfter != null && !afterMark(relative)) {
+          if (Listing.folderBefore(relative, startAfter)) {
+            continue; // neither it nor, if a folder, any name in it sorts after the mark
+          }
+          maybeFolderOnly = true; // a file before the mark, or a folder with names after it: looked at
+        }
         String key = "file://" + p.toAbsolutePath();
-        if (!look.test(key)) {
-          continue; // a file discovered before: no stat
+        if (!maybeFolderOnly && !look.test(key)) {
+          saw(relative); // a file discovered before: no stat
+          continue;
         }
         BasicFileAttributes a;
         try {
@@ -214,7 +275,11 @@ final class Lister {
         }
         if (a.isDirectory()) {
           folders.add(p);
-        } else if (a.isRegularFile()) {
+          folderNames.add(relative);
+        } else if (a.isRegularFile() && !maybeFolderOnly) {
+          if (nameFilter == null || nameFilter.accept(new Path(p.toUri()))) {
+            saw(relative);
+          }
           FileEntry e = take.take(p, key, a);
           if (e != null) {
             out.add(e);
@@ -224,8 +289,8 @@ final class Lister {
     } catch (NoSuchFileException gone) {
       return;
     }
-    for (java.nio.file.Path folder : folders) {
-      walk(folder, look, take, out);
+    for (int i = 0; i < folders.size(); i++) {
+      walk(folders.get(i), folderNames.get(i), look, take, out);
     }
   }
 
@@ -246,7 +311,8 @@ final class Lister {
       Runnable onUnseen) throws IOException {
     List<FileEntry> out = new ArrayList<>();
     if (walksLocalDisk()) {
-      walk(java.nio.file.Paths.get(pattern.toUri()), key -> true, (p, key, a) -> {
+      highest = null;
+      walk(java.nio.file.Paths.get(pattern.toUri()), "", key -> true, (p, key, a) -> {
         Long m = recorded.apply(key);
         long mtime = a.lastModifiedTime().toMillis();
         if (m == null) {
@@ -283,19 +349,32 @@ final class Lister {
   }
 
   private void listRemote(Path root, Predicate<String> isNew, List<FileEntry> out) throws IOException {
-    RemoteIterator<LocatedFileStatus> it = fs.listFiles(root, true);
     int depth = root.depth();
+    String rootPath = root.toUri().getPath();
+    int cut = rootPath.endsWith("/") ? rootPath.length() : rootPath.length() + 1;
+    if (startAfter != null && onS3A(fs)) { // only the keys after the mark: a request for the tail of the folder
+      listRequests += S3Listing.list(fs, root, startAfter, (p, mtime, size) ->
+          remote(p, depth, p.toUri().getPath().substring(cut), mtime, size, isNew, out));
+      return;
+    }
+    RemoteIterator<LocatedFileStatus> it = fs.listFiles(root, true);
     while (it.hasNext()) {
       LocatedFileStatus s = it.next();
       Path p = s.getPath();
-      if (hidden(p, depth) || (nameFilter != null && !nameFilter.accept(p))) {
-        continue;
-      }
-      String url = SparkPath.fromPath(p).urlEncoded();
-      String key = DiscoveryIndex.key(url);
-      if (isNew.test(key)) {
-        out.add(new FileEntry(url, key, s.getModificationTime(), s.getLen(), -1));
-      }
+      remote(p, depth, p.toUri().getPath().substring(cut), s.getModificationTime(), s.getLen(), isNew, out);
+    }
+  }
+
+  private void remote(Path p, int depth, String relative, long mtime, long size, Predicate<String> isNew,
+      List<FileEntry> out) {
+    if (!afterMark(relative) || hidden(p, depth) || (nameFilter != null && !nameFilter.accept(p))) {
+      return;
+    }
+    saw(relative);
+    String url = SparkPath.fromPath(p).urlEncoded();
+    String key = DiscoveryIndex.key(url);
+    if (isNew.test(key)) {
+      out.add(new FileEntry(url, key, mtime, size, -1));
     }
   }
 

@@ -44,10 +44,10 @@ public final class Rewrites {
    * that looks at every file costs less in all (measured at 100,000 files: docs/performance.md).
    */
   public static String check(SparkSession spark, String metadataPath, String sourcePath, String pathGlobFilter,
-      boolean toTheSecond, boolean handOver, CompletableFuture<Boolean> anyUnseen, CompletableFuture<Integer> found)
-      throws IOException {
+      String listing, boolean toTheSecond, boolean handOver, CompletableFuture<Boolean> anyUnseen,
+      CompletableFuture<Integer> found) throws IOException {
     try {
-      return check(spark, metadataPath, sourcePath, pathGlobFilter, toTheSecond, handOver,
+      return check(spark, metadataPath, sourcePath, pathGlobFilter, Listing.parse(listing), toTheSecond, handOver,
           anyUnseen == null ? () -> {} : () -> anyUnseen.complete(true), found == null ? n -> {} : found::complete);
     } finally {
       if (anyUnseen != null) {
@@ -63,7 +63,7 @@ public final class Rewrites {
   static final long NAMES_FIRST_FILES = 250_000;
 
   private static String check(SparkSession spark, String metadataPath, String sourcePath, String pathGlobFilter,
-      boolean toTheSecond, boolean handOver, Runnable onUnseen, java.util.function.IntConsumer found)
+      Listing listing, boolean toTheSecond, boolean handOver, Runnable onUnseen, java.util.function.IntConsumer found)
       throws IOException {
     Configuration conf = spark.sessionState().newHadoopConf();
     DiscoveryIndex index = DiscoveryIndex.readOnly(metadataPath, conf,
@@ -76,6 +76,8 @@ public final class Rewrites {
     }
     Lister lister = new Lister(sourcePath, conf, pathGlobFilter);
     long start = System.nanoTime();
+    Listing.Plan plan = listing.plan(index.marks(), lister.root(), System.currentTimeMillis());
+    lister.startAfter(plan.startAfter());
     long namesFirstAt = Long.parseLong(spark.conf().get("spark.sluice.rewrites.namesFirstFiles",
         String.valueOf(NAMES_FIRST_FILES)));
     boolean namesFirst = lister.walksLocalDisk() && index.size() >= namesFirstAt;
@@ -92,7 +94,7 @@ public final class Rewrites {
     }
     if (handOver) {
       IndexedFileSource.handOver(metadataPath, sourcePath, pathGlobFilter, index.latestBatch(), unseen,
-          (System.nanoTime() - start) / 1_000_000, lister.listRequests);
+          (System.nanoTime() - start) / 1_000_000, lister.listRequests, plan, lister.highest);
     }
     found.accept(unseen.size());
     if (namesFirst) {
@@ -106,6 +108,8 @@ public final class Rewrites {
       r.put("size", f.size);
     }
     result.put("unseen", unseen.size());
+    result.put("listing", plan.full() ? "full" : "incremental");
+    result.put("start_after", plan.startAfter());
     return result.toString();
   }
 }
