@@ -23,6 +23,9 @@ Kill modes (``--modes``; a round picks one of those that apply to the pipeline a
   before_index_list         file sources (files, merge; source.discovery: index): the JVM halts before the
                             discovery index writes a batch's file list (sources/0/N), the files just listed
                             (after it and before offsets/N is before_offsets)
+  before_listing_marks      the files pipeline (source.listing: incremental, look_back 0s): the JVM halts after
+                            the batch lists of what a listing found and before the listing's marks
+                            (sources/0/index/marks) replace the older ones, which the next run lists from
   before_commit             the JVM halts before the sink's Delta commit (data files written, not committed)
   between_commits           the JVM halts after the Delta commit, before the checkpoint's commits/N
   before_quarantine_commit  the JVM halts before the quarantine table's Delta commit: on the one-pass path
@@ -81,10 +84,11 @@ from sluice.storage.object_store import (
     delta_rs_location,
 )
 
-MODES = ("random", "before_offsets", "before_index_list", "before_commit", "between_commits",
+MODES = ("random", "before_offsets", "before_index_list", "before_listing_marks", "before_commit", "between_commits",
          "before_quarantine_commit", "before_marker_write", "before_marker_clear")
-ONE_PASS_MODES = ("before_marker_write", "before_marker_clear")
-"""Modes that only exist on the one-pass path (the files pipeline): the counted path writes no marker."""
+ONE_PASS_MODES = ("before_marker_write", "before_marker_clear", "before_listing_marks")
+"""Modes that only exist for the files pipeline: the one-pass path (the counted path writes no marker), and its
+incremental listing (MERGE's lists every name)."""
 FILE_SOURCE_MODES = ("before_index_list",)
 """Modes that only exist with a file source (the files and MERGE pipelines): Kafka keeps no discovery index."""
 OUTCOMES = ("halted", "killed_in_flight", "missed")
@@ -270,8 +274,10 @@ class Pipeline:
             # never trips; anything set to fail keeps the batch on the counted path (quarantine first)
             spec["expectations"].append({"name": "known_id", "rule": "id >= 0", "on_violation": "fail"})
         elif self.kind == "files":
+            # its files' names sort as they land (round-0001.json): listed after the last run's mark
             spec["source"] = {"format": "json", "path": f"landing/{self.name}",
-                              "schema": "id BIGINT, payload STRING, amount DOUBLE", "max_files_per_trigger": 2}
+                              "schema": "id BIGINT, payload STRING, amount DOUBLE", "max_files_per_trigger": 2,
+                              "listing": "incremental", "look_back": "0s"}
         else:
             spec["source"] = {"format": "json", "path": f"landing/{self.name}",
                               "schema": "id BIGINT, version BIGINT, op STRING, amount DOUBLE"}
@@ -352,6 +358,7 @@ class Pipeline:
         return {
             "before_offsets": (HALT_ENV, f"^{checkpoint}/offsets/\\d+$"),
             "before_index_list": (HALT_ENV, f"^{checkpoint}/sources/0/\\d+$"),
+            "before_listing_marks": (HALT_ENV, f"^{checkpoint}/sources/0/index/marks$"),
             "before_commit": (HALT_ENV, f"^{sink}/_delta_log/\\d+\\.json$"),
             "between_commits": (HALT_ENV, f"^{checkpoint}/commits/\\d+$"),
             "before_quarantine_commit": (HALT_ENV, f"^{quarantine}/_delta_log/\\d+\\.json$"),

@@ -25,6 +25,7 @@ from typing import Any
 from sluice.settings import Settings
 from sluice.spec import DeltaSource, KafkaSource, PipelineSpec
 from sluice.storage.checkpoint import Checkpoint, file_key, source_file
+from sluice.storage.object_store import is_object_store_uri
 
 GLOB = re.compile(r"[*?\[{]")
 
@@ -102,23 +103,30 @@ def files_backlog(source_root: str, checkpoint: Checkpoint, *, options: dict[str
     return {"files": files, "bytes": size, "oldest_at": oldest_at}
 
 
-def source_files(source_root: str, options: dict[str, Any] | None = None):
+def source_files(source_root: str, options: dict[str, Any] | None = None, *, start_after: str | None = None):
     """Every input file under ``source_root`` (a folder, or a glob), as ``(uri, size, mtime_ns)``: every level of
     sub-folders, names Spark's file source skips left out at any level (:func:`hidden`), the path's glob and
-    ``pathGlobFilter`` on file names applied. One listing (local disk or a bucket)."""
+    ``pathGlobFilter`` on file names applied. One listing (local disk or a bucket). ``start_after``: only the
+    names below the folder that sort after it (``source.listing: incremental``; in a bucket, ``StartAfter``)."""
     from pyarrow import fs as pafs
 
     from sluice.storage.files import Storage
 
     root, pattern = _split_glob(source_root)
     name_filter = str((options or {}).get("pathGlobFilter") or "") or None
-    storage = Storage(root)
-    selector = pafs.FileSelector(storage.root, allow_not_found=True, recursive=True)
-    start, prefix = len(storage.root.rstrip("/")) + 1, root.rstrip("/")
-    for info in storage.fs.get_file_info(selector):
-        if info.type != pafs.FileType.File:
+    prefix = root.rstrip("/")
+    if start_after is not None and is_object_store_uri(root):
+        listed = _objects_after(root, start_after)
+    else:
+        storage = Storage(root)
+        start = len(storage.root.rstrip("/")) + 1
+        selector = pafs.FileSelector(storage.root, allow_not_found=True, recursive=True)
+        # the listing's paths are under the root it was asked for
+        listed = ((info.path[start:], info.size, info.mtime_ns) for info in storage.fs.get_file_info(selector)
+                  if info.type == pafs.FileType.File)
+    for relative, size, mtime_ns in listed:
+        if start_after is not None and relative <= start_after:  # str order is code point order, as S3's keys
             continue
-        relative = info.path[start:]  # the listing's paths are under the root it was asked for
         if ("/" + relative).count("/_") + ("/" + relative).count("/.") or relative.endswith("._COPYING_"):
             if any(hidden(part) for part in relative.split("/")):  # a name that may be hidden: looked at closely
                 continue
@@ -127,7 +135,22 @@ def source_files(source_root: str, options: dict[str, Any] | None = None):
         uri = f"{prefix}/{relative}"
         if pattern and not fnmatch.fnmatchcase(uri, pattern):
             continue
-        yield uri, info.size or 0, info.mtime_ns or 0
+        yield uri, size or 0, mtime_ns or 0
+
+
+def _objects_after(root: str, start_after: str):
+    """``(name below root, size, mtime_ns)`` of a bucket folder's objects whose name sorts after ``start_after``:
+    ``ListObjectsV2`` with ``StartAfter``, the tail of the folder only."""
+    from sluice.storage.object_store import ObjectStore, bucket_and_key
+
+    bucket, key = bucket_and_key(root)
+    prefix = f"{key}/" if key else ""
+    pages = ObjectStore.from_env().boto3_client().get_paginator("list_objects_v2").paginate(
+        Bucket=bucket, Prefix=prefix, StartAfter=prefix + start_after)
+    for page in pages:
+        for item in page.get("Contents", []):
+            if not item["Key"].endswith("/"):  # a folder's marker
+                yield item["Key"][len(prefix):], item["Size"], int(item["LastModified"].timestamp() * 1e9)
 
 
 def hidden(name: str) -> bool:

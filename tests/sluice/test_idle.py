@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -126,3 +127,33 @@ def test_a_pipeline_no_run_recorded_or_a_kafka_client_of_java_settings_starts_th
         "options": {"kafka.security.protocol": "SSL", "kafka.ssl.truststore.location": "/etc/ks.jks"},
         "value": {"format": "json", "schema": "id BIGINT"}}})
     assert verdict(kafka, lake) == (False, "its Kafka client needs kafka.ssl.truststore.location")
+
+
+def test_an_incremental_listing_is_checked_after_the_drivers_mark(ran, lake):
+    # source.listing: incremental: the names after the mark the driver's listing would start from, read from
+    # the marks its index wrote; when the driver would list every name, the driver runs
+    _, landing, checkpoint = ran
+    spec = make_spec(orders_spec(source={**orders_spec()["source"], "listing": "incremental", "look_back": "1h"}))
+    idle.remember(idle.Checkpoint(str(checkpoint)), spec, lake, batch=0, delta_version=1)
+    assert verdict(spec, lake) == (False, "an incremental listing without a mark yet: the driver lists every name")
+    marks = checkpoint / "sources" / "0" / "index" / "marks"
+    marks.parent.mkdir()
+    hour, now = 3600 * 1000, int(time.time() * 1000)
+
+    def marked(full_ms: int, *made: tuple[int, str]) -> None:
+        marks.write_text(json.dumps({"root": f"file:{landing}", "full_ms": full_ms, "marks": [list(m) for m in made]}))
+
+    marked(now - hour, (now - 2 * hour, "a.json"), (now - 1000, "a.json"))
+    found = idle.check(run_job(), spec, lake)
+    assert (found.idle, found.why) == (True, "no new or changed file among 0 listed (1 read before)")
+    assert found.facts["start_after"] == "a.json"
+    (landing / "0-late.json").write_text('{"id": 0}\n')  # below the mark: the driver's listing would not see it
+    assert verdict(spec, lake)[0] is True
+    (landing / "b.json").write_text('{"id": 2}\n')
+    assert verdict(spec, lake) == (False, f"a new file: {landing}/b.json")
+    marked(now - 2 * 24 * hour, (now - 2 * hour, "a.json"))  # a full listing is due: it reads the late file
+    assert verdict(spec, lake) == (False, "a full listing is due (full_listing_every): the driver lists every name")
+    marked(now - hour, (now - 1000, "a.json"))
+    assert verdict(spec, lake) == (False, "no listing look_back old yet: the driver lists every name")
+    marks.write_text(json.dumps({"root": "file:/elsewhere", "full_ms": now, "marks": [[now - 2 * hour, "a.json"]]}))
+    assert verdict(spec, lake) == (False, "the listing's marks are for another folder (file:/elsewhere)")

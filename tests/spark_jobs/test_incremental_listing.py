@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from sluice.operations.idle import listing_start
+from sluice.storage.checkpoint import Checkpoint
 from tests.helpers import make_spec
 from tests.spark_jobs.test_discovery import SCHEMA, ids, land, run
 
@@ -85,6 +87,9 @@ def test_a_late_file_inside_the_look_back_is_read_and_one_outside_it_waits_for_t
     age_marks(spec, lake, 1)  # the first listing an hour ago
     land(lake, "2026-12-06T14.json", [14])
     land(lake, "2026-12-06T13.json", [13])  # late, above the hour-old mark: inside the look-back
+    # the launcher's idle check (Python) reads the marks as the driver's listing (Java) does
+    assert listing_start(Checkpoint(spec.checkpoint_path(lake)), spec.source_path(lake), spec.source) == (
+        "2026-12-06T12.json", "after the mark of a listing look_back old or more")
     second = run(spark, spec, lake)
     assert (second["input_rows"], second["discovery"]["listing"], second["discovery"]["start_after"]) == (
         2, "incremental", "2026-12-06T12.json")
