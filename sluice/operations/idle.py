@@ -27,7 +27,8 @@ not answer -- is not idle: the driver runs and says what it found.
   ``pathGlobFilter``), no file it holds with another modification time or size (``on_overwrite``), and with
   ``clean_source`` none left in the landing folder; a source log over :data:`LOG_BYTES` is the driver's. With
   ``source.listing: incremental`` the names after the mark the driver's listing would start from (in a bucket
-  one ``StartAfter`` request), and not idle when the driver would list every name (:func:`listing_start`).
+  one ``StartAfter`` request), every name when it would list them all, and not idle when its full listing is
+  due, which the driver records (:func:`listing_start`).
   Kafka: every partition's latest offset is where the last batch ended (and no record it has not read was
   deleted). Delta: the upstream table's latest version read to its end.
 
@@ -198,9 +199,9 @@ def _files(spec: PipelineSpec, settings: Settings, checkpoint: Checkpoint, facts
     start_after = None
     if source.listing == "incremental" and source.clean_source is None:  # clean_source: every file left counts
         start_after, why = listing_start(checkpoint, spec.source_path(settings), source)
-        if start_after is None:
+        if why == FULL_LISTING_DUE:  # the driver's: it records when the full listing was made
             return Verdict(False, why)
-        facts.update(start_after=start_after)
+        facts.update(start_after=start_after)  # None: every name listed here, as the driver would
     listed = present = 0
     for uri, size, mtime_ns in source_files(spec.source_path(settings), source.options, start_after=start_after):
         listed += 1
@@ -217,11 +218,14 @@ def _files(spec: PipelineSpec, settings: Settings, checkpoint: Checkpoint, facts
     return Verdict(True, f"no new or changed file among {listed} listed ({len(known)} read before)", backlog, facts)
 
 
+FULL_LISTING_DUE = "a full listing is due (full_listing_every): the driver lists every name"
+
+
 def listing_start(checkpoint: Checkpoint, source_root: str, source: FileSource, *,
                   now_ms: int | None = None) -> tuple[str | None, str]:
     """The name a run's incremental listing starts after, and why (None: the run lists every name): the rule of
     the driver's discovery (jvm/files ``Listing.plan``) on the marks its index wrote (``sources/0/index/marks``).
-    A full listing is the driver's: it records when it was made."""
+    A full listing that is due (:data:`FULL_LISTING_DUE`) is the driver's: it records when it was made."""
     from sluice.spec.common import duration_seconds
 
     marks = checkpoint.files.read_text("sources", "0", "index", "marks")
@@ -230,15 +234,15 @@ def listing_start(checkpoint: Checkpoint, source_root: str, source: FileSource, 
     root = source_root.rstrip("/")  # as Hadoop qualifies it: file:/a/b, s3a://bucket/a
     root = f"file:{root.removeprefix('file://')}" if "://" not in root or root.startswith("file://") else root
     if not marks.get("marks"):
-        return None, "an incremental listing without a mark yet: the driver lists every name"
+        return None, "no mark yet: every name"
     if marks.get("root") != root:
-        return None, f"the listing's marks are for another folder ({marks.get('root')})"
+        return None, f"the marks are for another folder ({marks.get('root')}): every name"
     if now_ms - int(marks.get("full_ms", -1)) >= duration_seconds(source.full_listing_every) * 1000 or \
             int(marks.get("full_ms", -1)) < 0:
-        return None, "a full listing is due (full_listing_every): the driver lists every name"
+        return None, FULL_LISTING_DUE
     old_enough = [name for at, name in marks["marks"] if at <= now_ms - duration_seconds(source.look_back) * 1000]
     if not old_enough:
-        return None, "no listing look_back old yet: the driver lists every name"
+        return None, "no mark look_back old yet: every name"
     return old_enough[-1], "after the mark of a listing look_back old or more"
 
 

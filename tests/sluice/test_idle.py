@@ -131,11 +131,14 @@ def test_a_pipeline_no_run_recorded_or_a_kafka_client_of_java_settings_starts_th
 
 def test_an_incremental_listing_is_checked_after_the_drivers_mark(ran, lake):
     # source.listing: incremental: the names after the mark the driver's listing would start from, read from
-    # the marks its index wrote; when the driver would list every name, the driver runs
+    # the marks its index wrote; every name when the driver would list them all; the driver runs when its full
+    # listing is due (it records when it made it)
     _, landing, checkpoint = ran
     spec = make_spec(orders_spec(source={**orders_spec()["source"], "listing": "incremental", "look_back": "1h"}))
     idle.remember(idle.Checkpoint(str(checkpoint)), spec, lake, batch=0, delta_version=1)
-    assert verdict(spec, lake) == (False, "an incremental listing without a mark yet: the driver lists every name")
+    found = idle.check(run_job(), spec, lake)
+    assert (found.idle, found.why, found.facts["start_after"]) == (
+        True, "no new or changed file among 1 listed (1 read before)", None)  # no mark yet: every name
     marks = checkpoint / "sources" / "0" / "index" / "marks"
     marks.parent.mkdir()
     hour, now = 3600 * 1000, int(time.time() * 1000)
@@ -153,7 +156,13 @@ def test_an_incremental_listing_is_checked_after_the_drivers_mark(ran, lake):
     assert verdict(spec, lake) == (False, f"a new file: {landing}/b.json")
     marked(now - 2 * 24 * hour, (now - 2 * hour, "a.json"))  # a full listing is due: it reads the late file
     assert verdict(spec, lake) == (False, "a full listing is due (full_listing_every): the driver lists every name")
-    marked(now - hour, (now - 1000, "a.json"))
-    assert verdict(spec, lake) == (False, "no listing look_back old yet: the driver lists every name")
+    (landing / "b.json").unlink()
+    marked(now - hour, (now - 1000, "a.json"))  # no mark an hour old: every name, the late file among them
+    assert verdict(spec, lake) == (False, f"a new file: {landing}/0-late.json")
+    (landing / "0-late.json").unlink()
+    assert idle.listing_start(idle.Checkpoint(str(checkpoint)), str(landing), spec.source) == (
+        None, "no mark look_back old yet: every name")
+    assert verdict(spec, lake)[0] is True
     marks.write_text(json.dumps({"root": "file:/elsewhere", "full_ms": now, "marks": [[now - 2 * hour, "a.json"]]}))
-    assert verdict(spec, lake) == (False, "the listing's marks are for another folder (file:/elsewhere)")
+    assert idle.listing_start(idle.Checkpoint(str(checkpoint)), str(landing), spec.source) == (
+        None, "the marks are for another folder (file:/elsewhere): every name")
