@@ -14,8 +14,10 @@ listing and each batch's planning. Four runs, each a JVM of its own (its peak re
 
 The files are made once (``var/bench/discovery/<files>/landing``, ``--per-folder`` a day folder, as a
 landing folder of daily drops is) and kept for the next measurement; the checkpoints are made again each
-time. ``--discovery spark`` measures Spark's own file source the same way. The result:
-``bench/results/discovery-<files>-<discovery>.json`` and a table on stdout.
+time. ``--discovery spark`` measures Spark's own file source the same way; ``--listing incremental``
+sluice's listing after a mark (``source.listing: incremental``, ``look_back: 0s``): the history's run lists
+every name and writes the marks, the later runs list the names after them. The result:
+``bench/results/discovery-<files>-<discovery>[-incremental].json`` and a table on stdout.
 """
 
 from __future__ import annotations
@@ -51,7 +53,11 @@ def make_files(landing: Path, files: int, per_folder: int) -> None:
     print(f"[discovery] {files:,} files made in {time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)
 
 
-def child(landing: str, checkpoint: str, discovery: str, per_batch: int) -> None:
+INCREMENTAL = "incremental,0,86400000"
+"""``sluice.listing`` of ``--listing incremental``: look_back 0s, full_listing_every 1d."""
+
+
+def child(landing: str, checkpoint: str, discovery: str, per_batch: int, listing: str) -> None:
     """One query run in this process's own JVM; prints what it measured as one JSON line."""
     from sluice.settings import load_settings
     from sluice.storage.checkpoint import source_folder
@@ -65,7 +71,8 @@ def child(landing: str, checkpoint: str, discovery: str, per_batch: int) -> None
     session_s = time.perf_counter() - session_started
     reader = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", per_batch)
     if discovery == "index":
-        reader = reader.format(INDEXED_SOURCE).option("sluice.format", "json")
+        reader = reader.format(INDEXED_SOURCE).option("sluice.format", "json").option(
+            "sluice.listing", INCREMENTAL if listing == "incremental" else "full")
     else:
         reader = reader.format("json").option("maxFileAge", KEEP_EVERY_FILE)
     started = time.perf_counter()
@@ -93,10 +100,10 @@ def _last_batch(checkpoint: str) -> int:
     return (Checkpoint(checkpoint).done() or [-1])[-1]
 
 
-def run(landing: Path, checkpoint: Path, discovery: str, per_batch: int) -> dict:
+def run(landing: Path, checkpoint: Path, discovery: str, per_batch: int, listing: str) -> dict:
     started = time.perf_counter()
     out = subprocess.run([sys.executable, "-m", "bench.discovery_scale", "--child", str(landing), str(checkpoint),
-                          "--discovery", discovery, "--per-batch", str(per_batch)],
+                          "--discovery", discovery, "--per-batch", str(per_batch), "--listing", listing],
                          cwd=HOME, capture_output=True, text=True, check=False,
                          env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"})
     if out.returncode != 0:
@@ -144,10 +151,11 @@ def main() -> None:
     parser.add_argument("--per-batch", type=int, default=100_000,
                         help="files a micro-batch of the history run (default 100,000)")
     parser.add_argument("--discovery", choices=("index", "spark"), default="index")
+    parser.add_argument("--listing", choices=("full", "incremental"), default="full")
     parser.add_argument("--child", nargs=2, metavar=("LANDING", "CHECKPOINT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        child(*args.child, args.discovery, args.per_batch)
+        child(*args.child, args.discovery, args.per_batch, args.listing)
         return
     base = WORK / str(args.files)
     landing = base / "landing"
@@ -155,7 +163,10 @@ def main() -> None:
     shutil.rmtree(landing / "dt=99999", ignore_errors=True)
     fresh_landing = WORK / "fresh" / "landing"
     shutil.rmtree(fresh_landing.parent, ignore_errors=True)
-    checkpoints = base / f"checkpoints-{args.discovery}"
+    if args.listing == "incremental" and args.discovery != "index":
+        parser.error("--listing incremental is sluice's discovery: --discovery index")
+    tag = f"{args.discovery}{'-incremental' if args.listing == 'incremental' else ''}"
+    checkpoints = base / f"checkpoints-{tag}"
     shutil.rmtree(checkpoints, ignore_errors=True)
 
     def step(name: str, *a) -> dict:
@@ -163,21 +174,22 @@ def main() -> None:
         print(f"[discovery] {name}: {json.dumps(result)}", file=sys.stderr, flush=True)
         return result
 
-    history = step("history", landing, checkpoints / "history", args.discovery, args.per_batch)
+    history = step("history", landing, checkpoints / "history", args.discovery, args.per_batch, args.listing)
     land_new(landing, "new")
-    new = step("new", landing, checkpoints / "history", args.discovery, NEW_FILES)
-    idle = step("idle", landing, checkpoints / "history", args.discovery, NEW_FILES)
+    new = step("new", landing, checkpoints / "history", args.discovery, NEW_FILES, args.listing)
+    idle = step("idle", landing, checkpoints / "history", args.discovery, NEW_FILES, args.listing)
     checks = python_checks(landing, checkpoints / "history")
     print(f"[discovery] the run's Python checks: {json.dumps(checks)}", file=sys.stderr, flush=True)
     land_new(fresh_landing, "new")
-    fresh_new = step("fresh_new", fresh_landing, checkpoints / "fresh", args.discovery, NEW_FILES)
-    fresh_idle = step("fresh_idle", fresh_landing, checkpoints / "fresh", args.discovery, NEW_FILES)
+    fresh_new = step("fresh_new", fresh_landing, checkpoints / "fresh", args.discovery, NEW_FILES, args.listing)
+    fresh_idle = step("fresh_idle", fresh_landing, checkpoints / "fresh", args.discovery, NEW_FILES, args.listing)
     shutil.rmtree(landing / "dt=99999", ignore_errors=True)  # the history folder stays as made, for the next time
     result = {
         "files": args.files, "per_folder": args.per_folder, "per_batch": args.per_batch, "discovery": args.discovery,
+        "listing": args.listing,
         "measured": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "cores": os.cpu_count(),
         "command": f"python -m bench.discovery_scale --files {args.files} --per-folder {args.per_folder} "
-                   f"--per-batch {args.per_batch} --discovery {args.discovery}",
+                   f"--per-batch {args.per_batch} --discovery {args.discovery} --listing {args.listing}",
         "new_ratio": round(new["query_s"] / fresh_new["query_s"], 3),
         "idle_ratio": round(idle["query_s"] / fresh_idle["query_s"], 3),
         "jvm_peak_mb_over_fresh": round(max(new["jvm_peak_mb"], idle["jvm_peak_mb"])
@@ -186,7 +198,7 @@ def main() -> None:
         "runs": {"history": history, "new": new, "idle": idle, "fresh_new": fresh_new, "fresh_idle": fresh_idle},
     }
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / f"discovery-{args.files}-{args.discovery}.json").write_text(json.dumps(result, indent=2) + "\n",
+    (RESULTS / f"discovery-{args.files}-{tag}.json").write_text(json.dumps(result, indent=2) + "\n",
                                                                            encoding="utf-8")
     print("| run | query s | batches | JVM peak MB | listing ms | index read ms |")
     print("|---|---:|---:|---:|---:|---:|")

@@ -307,7 +307,13 @@ def case_p3() -> dict:
     The history is then maintained (``sluice maintain``: OPTIMIZE, VACUUM), as a table that old would be.
     Also measured at that history: a run with no new file, and the driver's peak memory (Spark's file
     source, ``BENCH_P3_DISCOVERY=spark``, keeps every file it has seen in the driver's memory; sluice's
-    index keeps 24 bytes a file)."""
+    index keeps 24 bytes a file).
+
+    ``BENCH_P3_LISTING``: ``incremental`` (the default: ``source.listing: incremental``, ``look_back: 1m``,
+    ``full_listing_every: 30d`` so that a history kept for later benches is not due a full listing) or
+    ``full``. The new files' names sort after the history's (``t-new-*`` after ``old-*``), as timestamped
+    landing files do; the history's pipeline makes one run after its maintenance, whose full listing writes
+    the marks the measured runs list after."""
     # the history is made at ~1.1 s per micro-batch (see docs/performance.md): 1,000 batches take ~20 minutes
     history_files = max(100, int(int(os.environ.get("BENCH_P3_FILES", "2000")) * SCALE))
     batch_files = int(os.environ.get("BENCH_P3_BATCH_FILES", "10"))
@@ -319,20 +325,23 @@ def case_p3() -> dict:
     # BENCH_P3_OPTIMIZE_WRITE=0: both pipelines' batches written as Spark writes them (sink.optimize_write: false),
     # one file per read task and day, instead of Delta's optimized writes (one per day), the partitioned default
     optimized = os.environ.get("BENCH_P3_OPTIMIZE_WRITE", "1") != "0"
+    listing = os.environ.get("BENCH_P3_LISTING", "incremental" if discovery == "index" and not clean else "full")
     spec = {"name": "bench_p3", "source": {"format": "json", "path": "landing", "schema": ORDERS_SCHEMA,
-                                           "max_files_per_trigger": 10, "discovery": discovery},
+                                           "max_files_per_trigger": 10, "discovery": discovery, "listing": listing,
+                                           **({"look_back": "1m", "full_listing_every": "30d"}
+                                              if listing == "incremental" else {})},
             "transform": {"sql": "SELECT *, to_date(ts) AS day FROM source"},
             "sink": {"path": "p3", "partition_by": ["day"], **({} if optimized else {"optimize_write": False})}}
     if clean:
         spec["source"]["clean_source"] = {"mode": "archive", "archive_dir": "archive", "retention": "0s"}
-    new = WORK / "data" / "p3-new"
+    new = WORK / "data" / "p3-new-t"
     if not (new / "_done").is_file():
         shutil.rmtree(new, ignore_errors=True)
-        small_files(new, "new", 10, 1000, 10_000_000)
+        small_files(new, "t-new", 10, 1000, 10_000_000)
         (new / "_done").write_text("")
     old = WORK / "p3-old"
     ready = WORK / (f"p3-ready-{history_files}-{batch_files}-{discovery}{'-clean' if clean else ''}"
-                    f"-{'ow' if optimized else 'nw'}-maintained")
+                    f"-{'ow' if optimized else 'nw'}{'-incremental' if listing == 'incremental' else ''}-maintained")
 
     def write_spec(lake: Path, files_per_trigger: int) -> None:
         source = {**spec["source"], "max_files_per_trigger": files_per_trigger}
@@ -359,6 +368,11 @@ def case_p3() -> dict:
             if maintain.returncode != 0:
                 raise RuntimeError(f"P3: sluice maintain failed:\n{maintain.stderr[-3000:]}")
             log(f"P3: history maintained (OPTIMIZE, VACUUM) in {time.perf_counter() - started:.0f} s")
+            if listing == "incremental":  # its marks: a full listing, the first of the incremental pipeline
+                write_spec(lake, 10)
+                first = run_sluice("bench_p3", lake)[0]
+                log(f"P3: the history's first incremental run: {(first.get('discovery') or {}).get('listing')} "
+                    "listing")
         write_spec(lake, 10)
 
     if not (ready / "_done").is_file():
@@ -366,6 +380,8 @@ def case_p3() -> dict:
         prepare(old, history_files)
         shutil.copytree(old, ready / "lake")
         (ready / "_done").write_text("")
+        if listing == "incremental":
+            time.sleep(61)  # the marks a look-back old: the rounds list after them
 
     def measured(lake: Path) -> dict:
         for file in new.glob("*.json"):
