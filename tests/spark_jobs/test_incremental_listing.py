@@ -7,8 +7,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from sluice.contract import run_job
 from sluice.operations.idle import listing_start
 from sluice.storage.checkpoint import Checkpoint
+from spark_jobs.run.runner import run_pipeline
 from tests.helpers import make_spec
 from tests.spark_jobs.test_discovery import SCHEMA, ids, land, run
 
@@ -119,3 +121,25 @@ def test_marks_not_written_after_a_batch_only_widen_the_next_listing(spark, lake
     assert (after["input_rows"], after["discovery"]["start_after"], after["discovery"]["new_files"]) == (
         1, "a.json", 1)
     assert ids(spark, spec, lake) == [1, 2, 3, 4]
+
+
+def test_a_pipeline_that_listed_every_name_moves_to_the_incremental_listing_without_a_reread(spark, lake):
+    # a checkpoint made with listing: full (the default), then the spec changed: the first run lists every name
+    # and writes the marks; nothing read before is read again, and a dry run writes no mark in the real index
+    full = spec_of(listing="full")
+    for name in ("a", "b"):
+        land(lake, f"2026-12-06T0{ord(name) - 96}-{name}.json", [ord(name)])
+    run(spark, full, lake)
+    assert not marks_file(full, lake).exists()
+    land(lake, "2026-12-06T03-c.json", [ord("c")])
+    spec = spec_of(look_back="0s")
+    dry = run_pipeline(spark, spec, lake, run_job(trigger=spec.trigger, run_id="d", dry_run=True,
+                                                  write_ledger=False)).to_json()
+    assert (dry["input_rows"], marks_file(spec, lake).exists()) == (1, False)
+    moved = run(spark, spec, lake)
+    assert (moved["input_rows"], moved["discovery"]["listing"], moved["discovery"]["listing_why"]) == (
+        1, "full", "the first listing: no mark yet")
+    land(lake, "2026-12-06T04-d.json", [ord("d")])
+    after = run(spark, spec, lake)
+    assert (after["input_rows"], after["discovery"]["start_after"]) == (1, "2026-12-06T03-c.json")
+    assert ids(spark, spec, lake) == [97, 98, 99, 100]
