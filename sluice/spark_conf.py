@@ -115,12 +115,19 @@ def without_c2_hold(java_options: str) -> str:
                     if o not in hold and not (o.startswith("-XX:CompilerDirectivesFile=") and o.endswith(C2_HOLD_NAME)))
 
 
+DRIVER_GC = ["-XX:GCTimeRatio=4"]
+"""G1 grows the heap when collections take more than 1/(1 + ratio) of the time: its default ratio of 12 (8%)
+grew a small run's heap to 600-700 MB committed with ~150 MB live, more when the run reads an existing table's
+Delta state; 4 (20%) keeps a run of 10 files of a table with history within ~50 MB of a fresh pipeline's first
+run (peak memory 680-770 MB against 970-1,040), at the same speed (docs/performance.md)."""
+
+
 def driver_java_options(settings: Settings, *, hold_c2: bool = False) -> list[str]:
     """JVM options of every sluice driver: the archive when there is one; the JIT as ``SLUICE_DRIVER_JIT`` says
     (quick: the first tier only; auto and ``hold_c2``, a run that may be small: C2 held back until the run proves
-    large, spark_jobs/driver/jit.py)."""
-    options = (["-XX:TieredStopAtLevel=1"] if settings.driver_jit == "quick"
-               else c2_hold_options(settings) if settings.driver_jit == "auto" and hold_c2 else [])
+    large, spark_jobs/driver/jit.py); the heap's growth (:data:`DRIVER_GC`)."""
+    options = DRIVER_GC + (["-XX:TieredStopAtLevel=1"] if settings.driver_jit == "quick"
+                           else c2_hold_options(settings) if settings.driver_jit == "auto" and hold_c2 else [])
     path = archive_path(settings)
     if not settings.jvm_archive or not path.is_file():
         return options

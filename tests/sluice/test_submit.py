@@ -165,6 +165,7 @@ def test_sluice_driver_jit_sets_the_drivers_compilers(lake, monkeypatch, tmp_pat
     if jit == "auto":  # written for the drivers: every method kept from C2 until a run removes it
         assert hold.read_text(encoding="utf-8") == '[{match: "*.*", c2: {Exclude: true}}]\n'
     assert options[0].startswith("-Dlog4j2.configurationFile=")  # the log set-up stays first, whatever the JIT
+    assert "-XX:GCTimeRatio=4" in options  # the heap grows only when collections take a fifth of the time
     unheld = build_plan(run_job(spec_path="x.yaml"), make_spec(orders_spec()), settings, workdir=tmp_path / "v",
                         hold_c2=False).conf["spark.driver.extraJavaOptions"].split()
     assert not [o for o in unheld if "CompilerDirectivesFile" in o or o == "-XX:+UnlockDiagnosticVMOptions"]

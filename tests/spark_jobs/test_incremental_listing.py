@@ -143,3 +143,21 @@ def test_a_pipeline_that_listed_every_name_moves_to_the_incremental_listing_with
     after = run(spark, spec, lake)
     assert (after["input_rows"], after["discovery"]["start_after"]) == (1, "2026-12-06T03-c.json")
     assert ids(spark, spec, lake) == [97, 98, 99, 100]
+
+
+def test_hidden_files_filters_and_clean_source_keep_working_after_a_mark(spark, lake):
+    # the listing after a mark skips what Spark's file source skips, keeps pathGlobFilter, and the archived
+    # files (clean_source) were read once: their absence changes nothing
+    spec = spec_of(look_back="0s", options={"pathGlobFilter": "*.json"},
+                   clean_source={"mode": "archive", "archive_dir": "archive/found", "retention": "0s"})
+    land(lake, "d1/a.json", [1])
+    first = run(spark, spec, lake)
+    assert first["input_rows"] == 1 and not (lake.lake_root / "landing" / "found" / "d1" / "a.json").exists()
+    for name, n in (("d2/_tmp.json", 100), ("d2/.b.json", 101), ("d2/notes.txt", 102), ("_staging/c.json", 103),
+                    ("d2/b.json", 2)):
+        land(lake, name, [n])
+    second = run(spark, spec, lake)
+    assert (second["input_rows"], second["discovery"]["listing"], second["discovery"]["start_after"]) == (
+        1, "incremental", "d1/a.json")
+    assert ids(spark, spec, lake) == [1, 2]
+    assert sorted(p.name for p in (lake.lake_root / "archive" / "found").rglob("*.json")) == ["a.json", "b.json"]
