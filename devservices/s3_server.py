@@ -214,9 +214,9 @@ def _with_ports(home: Path, port: int, previous: S3Server | None) -> S3Server:
     it, see volumes it does not know, and freeze volume growth ("volume growth is frozen after master state
     loss"), so that no new bucket could take a write."""
     if previous is None:
-        return S3Server(home=home, port=port, master_port=free_port(), volume_port=free_port(),
-                        filer_port=free_port(),
-                        grpc_ports={name: free_port() for name in ("master", "volume", "filer", "s3")})
+        master, volume, filer, *grpc = _distinct_free_ports(7, besides=port)
+        return S3Server(home=home, port=port, master_port=master, volume_port=volume, filer_port=filer,
+                        grpc_ports=dict(zip(("master", "volume", "filer", "s3"), grpc, strict=True)))
     ports = (previous.master_port, previous.volume_port, previous.filer_port, *previous.grpc_ports.values())
     deadline = time.monotonic() + 30  # a server killed a moment ago: its ports free up
     while (taken := [p for p in ports if port_open(p)]) and time.monotonic() < deadline:
@@ -227,6 +227,16 @@ def _with_ports(home: Path, port: int, previous: S3Server | None) -> S3Server:
                             "again")
     return S3Server(home=home, port=port, master_port=previous.master_port, volume_port=previous.volume_port,
                     filer_port=previous.filer_port, grpc_ports=dict(previous.grpc_ports))
+
+
+def _distinct_free_ports(count: int, *, besides: int) -> list[int]:
+    """``count`` ports free now, none the same and none ``besides``: free_port draws each at random, and two
+    draws of one start gave the same port once (the filer's gRPC on the master's port: the server exited)."""
+    ports: list[int] = []
+    while len(ports) < count:
+        if (candidate := free_port()) not in ports and candidate != besides:
+            ports.append(candidate)
+    return ports
 
 
 def filesystem(server: S3Server):

@@ -129,3 +129,14 @@ def test_sluice_s3_commands(tmp_path):
     finally:
         down = sluice("down")
     assert down.stdout.strip() == "s3: stopped" and sluice("status").returncode == 1
+
+
+def test_a_new_servers_ports_are_all_different(monkeypatch, tmp_path):
+    # free_port draws at random: two draws of one start once gave the same port, and the server exited
+    import devservices.s3_server as s3
+
+    draws = iter([30001, 30001, 8333, 30002, 30002, 30003, 30004, 30005, 30005, 30006, 30007])
+    monkeypatch.setattr(s3, "free_port", lambda: next(draws))
+    server = s3._with_ports(tmp_path, 8333, None)
+    ports = [server.master_port, server.volume_port, server.filer_port, *server.grpc_ports.values()]
+    assert ports == [30001, 30002, 30003, 30004, 30005, 30006, 30007]
