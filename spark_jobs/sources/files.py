@@ -6,7 +6,7 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
@@ -30,6 +30,9 @@ KEEP_EVERY_FILE = "36500d"
 INDEXED_SOURCE = "dev.sluice.files.IndexedFileSourceProvider"
 """``source.discovery: index``: Spark's file source with sluice's discovery (jvm/files, var/jars/sluice)."""
 INDEXED_PARQUET_SOURCE = "dev.sluice.files.IndexedParquetSourceProvider"
+FILE_PATH_FUNCTION = "sluice_file_path"
+"""The file a row was read from, as ``_metadata.file_path`` gives it, computed for the rows that ask for it
+(jvm/files ``FilePathExpression``)."""
 
 
 class SourceError(RuntimeError):
@@ -97,12 +100,14 @@ def read_source(spark: SparkSession, spec: PipelineSpec, settings: Settings, *, 
     extra = [F.col("_metadata").alias(METADATA)] if keep_metadata else []
     if not spec.parses_records():
         return df.select("*", *extra)
-    origin = F.col("_metadata.file_path")
+    origin, computed = file_path(spark)
     if json_lines:
         df = df.where(F.trim(F.col("value")) != "")  # blank lines are no records
+        # the scan's metadata column is carried through the parse; the computed path is read above it
+        carried = [] if computed else [origin.alias(ORIGIN)]
         df, columns, error = json_columns(df, F.col("value"), source.schema_, options, rescue=True,
-                                          keep=[F.col("value"), origin.alias(ORIGIN), *extra])
-        return with_bad_columns(df, columns, error, F.col("value"), F.col(ORIGIN),
+                                          keep=[F.col("value"), *carried, *extra])
+        return with_bad_columns(df, columns, error, F.col("value"), origin if computed else F.col(ORIGIN),
                                 [F.col(METADATA)] if extra else [])
     names = [c for c in df.columns if c != CORRUPT]
     what = "row" if source.format == "csv" else "file"
@@ -112,6 +117,18 @@ def read_source(spark: SparkSession, spec: PipelineSpec, settings: Settings, *, 
               + ("the wrong number of columns" if source.format == "csv" else "not valid JSON")),
     )
     return with_bad_columns(df, [F.col(n) for n in names], error, F.col(CORRUPT), origin, extra)
+
+
+def file_path(spark: SparkSession) -> tuple[Column, bool]:
+    """The path of the file a row was read from (a bad record's origin), as ``_metadata.file_path`` gives it,
+    and whether it is computed: :data:`FILE_PATH_FUNCTION`, evaluated only for the rows that read it (the bad
+    ones), in the projection right above the scan. Without the project's jar, the scan's metadata column, which
+    makes the scan copy every row into one that holds it (~2% of a clean run's CPU, docs/performance.md)."""
+    try:
+        spark._jvm.dev.sluice.files.FilePathExpression.register(spark._jsparkSession, FILE_PATH_FUNCTION)
+    except Exception:  # noqa: BLE001 - the class is missing (py4j finds a package, not a class)
+        return F.col("_metadata.file_path"), False
+    return F.call_function(FILE_PATH_FUNCTION), True
 
 
 def discovery_report(spark: SparkSession, spec: PipelineSpec, checkpoint: str) -> dict | None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from urllib.parse import unquote
 
 import pytest
 
@@ -233,6 +234,37 @@ def test_csv_rows_that_do_not_fit_are_quarantined_and_quoted_newlines_are_one_re
     bad = {r.raw: Path(r.source).name for r in quarantine(spark, spec, lake).collect()}
     assert bad == {"c3,Linus,FI,yesterday": "a.csv", "c4,Guido": "a.csv", "c5,Barbara,US,2026-11-03,extra": "a.csv"}
     assert (summary["input_rows"], summary["output_rows"], summary["quarantined_rows"]) == (5, 2, 3)
+
+
+@pytest.mark.parametrize("kind", ["json", "csv", "json_spark_discovery"])
+def test_a_bad_records_source_is_its_files_path_as_the_metadata_column_gives_it(spark, lake, kind):
+    # computed for the bad rows only (jvm/files FilePathExpression), not copied into every row by the scan: the
+    # same text as _metadata.file_path (file:/..., escaped), the right file for each record over several files
+    # read by one task, in a folder and files whose names need escaping
+    from pyspark.sql import functions as F
+
+    fmt = "csv" if kind == "csv" else "json"
+    source = {**orders_spec()["source"], "format": fmt, "path": "landing/odd folder%20x"}
+    if fmt == "csv":
+        source["schema"] = "customer STRING, amount DOUBLE"
+    if kind == "json_spark_discovery":
+        source["discovery"] = "spark"
+    spec = make_spec(orders_spec(source=source))
+    landing = lake.lake_root / "landing" / "odd folder%20x"
+    names = [f"a b.{fmt}", f"c+d%25.{fmt}", f"é.{fmt}"]
+    bad = [f"c{n},lots" if fmt == "csv" else '{"id": "x%d"}' % n for n in range(3)]
+    for n, name in enumerate(names):
+        good = f"c{n},1.5" if fmt == "csv" else order(n)
+        write_lines(landing / name, [good, bad[n], good])
+
+    run(spark, spec, lake)
+
+    paths = [r.p for r in spark.read.format("text").load(str(landing))
+             .select(F.col("_metadata.file_path").alias("p")).distinct().collect()]
+    by_name = {Path(unquote(p)).name: p for p in paths}
+    assert sorted(by_name) == sorted(names) and all(p.startswith("file:/") and "%20" in p for p in paths)
+    got = {r.raw: r.source for r in quarantine(spark, spec, lake).collect()}
+    assert got == {bad[n]: by_name[name] for n, name in enumerate(names)}
 
 
 def test_on_bad_records_drop_counts_them_and_fail_stops_before_the_commit(spark, lake):

@@ -44,6 +44,9 @@ public final class FieldScan implements UDF2<String, String, Row> {
 
   static final class Config {
     final Map<String, Integer> index = new HashMap<>();
+    /** The declared names in order, interned as Jackson's parsers intern a field's name, each at its own index
+     * (null where a name repeats an earlier one): a record's field is most often the one after the last. */
+    final String[] ordered;
     final int size;
     final boolean allowDuplicateKeys;
     final JsonFactory factory;
@@ -53,6 +56,8 @@ public final class FieldScan implements UDF2<String, String, Row> {
       String[] parts = text.split(String.valueOf(SEP), -1);
       String[] names = parts[0].isEmpty() ? new String[0] : parts[0].split(String.valueOf(KV), -1);
       for (int i = 0; i < names.length; i++) index.putIfAbsent(names[i], i);
+      ordered = new String[names.length];
+      for (int i = 0; i < names.length; i++) ordered[i] = index.get(names[i]) == i ? names[i].intern() : null;
       size = names.length;
       allowDuplicateKeys = Boolean.parseBoolean(parts[1]);
       for (int i = 2; i + 1 < parts.length; i += 2) options.put(parts[i], parts[i + 1]);

@@ -3,9 +3,13 @@ package dev.sluice.json;
 import java.io.IOException;
 import java.util.HashMap;
 import java.util.Map;
+import com.fasterxml.jackson.core.JsonFactory;
+import com.fasterxml.jackson.core.JsonLocation;
 import com.fasterxml.jackson.core.JsonStreamContext;
 import com.fasterxml.jackson.core.JsonToken;
+import com.fasterxml.jackson.core.util.BufferRecycler;
 import com.fasterxml.jackson.core.util.JsonParserDelegate;
+import com.fasterxml.jackson.core.util.RecyclerPool;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.catalyst.expressions.Expression;
 import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
@@ -31,13 +35,15 @@ import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.types.TimestampNTZType;
 import org.apache.spark.sql.types.TimestampType;
+import org.apache.spark.unsafe.Platform;
 import org.apache.spark.unsafe.types.UTF8String;
 
 /**
  * One UDF for both of sluice's reads of a JSON record: the declared columns as {@code from_json(text, schema)}
  * gives them (PERMISSIVE, with a corrupt-record column), and the field scan ({@link FieldScan}: the undeclared
- * fields and which declared fields hold a value). Both from the record's Java string, without Spark's
- * per-record character reader over the UTF-8 bytes, which is most of {@code from_json}'s cost.
+ * fields and which declared fields hold a value). Both from the record's bytes when they are ASCII characters, as
+ * Spark's file reader reads a line, else from its Java string; never through {@code from_json}'s per-record
+ * character reader over the UTF-8 bytes, which is most of its cost.
  *
  * <p>The declared columns are Spark's own answer: the record goes through Spark's {@link JacksonParser} (built
  * as {@code from_json} builds it: the schema made nullable, the spec's options, the session's time zone, the
@@ -64,10 +70,21 @@ public final class RecordParse {
   static final String PART = "\u0003";
   private static final ThreadLocal<Map<String, Config>> CONFIGS = ThreadLocal.withInitial(HashMap::new);
 
+  /**
+   * A configuration's parser and what it reads a record with, for one thread: Spark's parser keeps state while
+   * it reads a record, and so do the {@link Watch} and the buffers here, which every record of the thread reuses.
+   */
   static final class Config {
     final FieldScan.Config scan;
     final StructType schema;
     final JacksonParser parser;
+    /** Spark's JSON factory for these options, whose parsers take their buffers from {@link #buffers}. */
+    final JsonFactory factory;
+    final Watch watch;
+    /** The record's Jackson parser, as Spark's parser asks for it: through the watch, from {@link #factory}. */
+    final scala.Function2<JsonFactory, String, com.fasterxml.jackson.core.JsonParser> open;
+    /** The same over a record's UTF-8 bytes (of ASCII characters only: {@link #plainAscii}). */
+    final scala.Function2<JsonFactory, UTF8String, com.fasterxml.jackson.core.JsonParser> openBytes;
 
     Config(String text) {
       String[] parts = text.split(PART, 3);
@@ -78,6 +95,25 @@ public final class RecordParse {
       // from_json takes the corrupt-record column out of the schema it parses into: none here
       JSONOptions json = new JSONOptions(FieldScan.scalaMap(options), parts[1], "_corrupt_record");
       parser = new JacksonParser(schema, json, false, JacksonParser.$lessinit$greater$default$4());
+      // the factory Spark's parser builds, its settings kept whole (rebuild), its buffers this thread's own
+      factory = json.buildJsonFactory().rebuild().recyclerPool(new HeldBuffers()).build();
+      watch = new Watch(scan);
+      open = (ignored, record) -> watch.on(createParser(factory, record));
+      openBytes = (ignored, record) -> watch.on(createParser(factory, record));
+    }
+  }
+
+  /**
+   * Jackson's buffers for one thread's parsers, held here rather than looked up in a thread-local for every record
+   * (Jackson's default pool): a record's parser is closed before the next one opens, as with that pool.
+   */
+  static final class HeldBuffers extends RecyclerPool.ThreadLocalPoolBase<BufferRecycler> {
+    private static final long serialVersionUID = 1L;
+    private final transient BufferRecycler held = new BufferRecycler();
+
+    @Override
+    public BufferRecycler acquirePooled() {
+      return held;
     }
   }
 
@@ -130,15 +166,29 @@ public final class RecordParse {
         || type instanceof TimestampNTZType;
   }
 
-  /** The answer for one record's text (not null), as the class's documentation gives it. */
-  static InternalRow parse(Config config, String text) {
-    Watch watch = new Watch(config.scan);
+  /**
+   * The answer for one record's text (not null), as the class's documentation gives it.
+   *
+   * <p>A record of ASCII characters ({@link #plainAscii}) is read from its bytes, as Spark's file reader reads a
+   * line: they are its characters, one byte each. Any other is decoded into a Java string first, as
+   * {@code from_json} decodes it (a malformed byte becomes U+FFFD there, where Jackson's byte parser would stop).
+   * The answers are the same either way ({@link Watch#currentTokenLocation}).
+   */
+  static InternalRow parse(Config config, UTF8String text) {
+    Watch watch = config.watch.reset();
+    String decoded = null;
     InternalRow value = null;
     boolean corrupt = false;
     boolean none = false;
     try {
-      scala.collection.Iterator<InternalRow> rows = config.parser.parse(
-          text, (factory, record) -> watch.on(createParser(factory, record)), UTF8String::fromString).iterator();
+      scala.collection.Iterable<InternalRow> parsed;
+      if (plainAscii(text)) {
+        parsed = config.parser.parse(text, config.openBytes, record -> record);
+      } else {
+        decoded = text.toString();
+        parsed = config.parser.parse(decoded, config.open, UTF8String::fromString);
+      }
+      scala.collection.Iterator<InternalRow> rows = parsed.iterator();
       if (rows.hasNext()) value = rows.next();
       else none = true;  // a blank text: from_json's null
     } catch (Exception e) {  // Scala declares no checked exception: BadRecordException is one in Java
@@ -152,7 +202,7 @@ public final class RecordParse {
     if (!corrupt && !none && watch.complete()) {
       present = watch.present();  // the scan's answer, from the tokens Spark's parser read
     } else {
-      Row fields = scan(config, text);  // null: not one JSON object
+      Row fields = scan(config, decoded != null ? decoded : text.toString());  // null: not one JSON object
       if (fields != null) {
         present = UTF8String.fromString(fields.getString(0));
         rescued = fields.isNullAt(1) ? null : UTF8String.fromString(fields.getString(1));
@@ -160,6 +210,25 @@ public final class RecordParse {
     }
     InternalRow row = none ? null : value == null ? new GenericInternalRow(config.schema.fields().length) : value;
     return new GenericInternalRow(new Object[] {present, rescued, corrupt, row});
+  }
+
+  /**
+   * Whether every byte of the text is an ASCII character other than NUL: its UTF-8 bytes are then its characters
+   * one for one, and Jackson's detection of the encoding (which looks for zero bytes) reads them as UTF-8.
+   */
+  static boolean plainAscii(UTF8String text) {
+    Object base = text.getBaseObject();
+    long at = text.getBaseOffset();
+    long end = at + text.numBytes();
+    for (; at + 8 <= end; at += 8) {
+      long word = Platform.getLong(base, at);
+      // a byte of 0x80 or more, or a zero byte (the usual test for one: a borrow reaches its high bit)
+      if (((word | (word - 0x0101010101010101L)) & 0x8080808080808080L) != 0) return false;
+    }
+    for (; at < end; at++) {
+      if (Platform.getByte(base, at) <= 0) return false;
+    }
+    return true;
   }
 
   private static Row scan(Config config, String text) {
@@ -185,13 +254,25 @@ public final class RecordParse {
     private boolean object;  // the first token opened an object
     private boolean closed;  // ... and that object's end was read
     private boolean other;  // an undeclared field, or an object or array in a declared one: the scan's work
+    private int after;  // the declared field after the last one seen: the likeliest next
 
     Watch(FieldScan.Config scan) {
       super(null);
       this.scan = scan;
       present = new byte[scan.size];
-      java.util.Arrays.fill(present, (byte) '0');
       seen = new boolean[scan.size];
+    }
+
+    /** Ready for the next record: nothing seen. */
+    Watch reset() {
+      java.util.Arrays.fill(present, (byte) '0');
+      java.util.Arrays.fill(seen, false);
+      tokens = 0;
+      after = 0;
+      pending = -1;
+      first = object = closed = other = false;
+      delegate = null;
+      return this;
     }
 
     Watch on(com.fasterxml.jackson.core.JsonParser parser) {
@@ -199,13 +280,37 @@ public final class RecordParse {
       return this;
     }
 
+    /** A top-level field's declared index, or -1: the same (interned) name as the next declared one, else looked up. */
+    private int indexOf(String name) {
+      if (after < scan.ordered.length && scan.ordered[after] == name) return after;
+      Integer i = scan.index.get(name);
+      return i == null ? -1 : i;
+    }
+
     /** Whether Spark's parser read one whole object of declared fields with no object or array in them. */
     boolean complete() {
       return object && closed && !other;
     }
 
+    /**
+     * Where the current token starts, without the record's content: Spark's parser reads a STRING field that
+     * holds a number or an object back from the input's exact bytes when they are a byte array, and writes the
+     * value again (as {@code from_json}, given characters, does) for any other content. The parse answers as
+     * {@code from_json} does, whether it reads the record's bytes or its characters.
+     */
+    @Override
+    public JsonLocation currentTokenLocation() {
+      return JsonLocation.NA;
+    }
+
+    @Override
+    @Deprecated
+    public JsonLocation getTokenLocation() {
+      return JsonLocation.NA;
+    }
+
     UTF8String present() {
-      return UTF8String.fromBytes(present);
+      return UTF8String.fromBytes(present.clone());  // the answer keeps its bytes: the array serves the next record
     }
 
     @Override
@@ -224,13 +329,14 @@ public final class RecordParse {
       if (t == JsonToken.FIELD_NAME) {
         JsonStreamContext parent = delegate.getParsingContext().getParent();
         if (parent != null && parent.inRoot()) {
-          Integer i = scan.index.get(delegate.currentName());
-          if (i == null) {
+          int i = indexOf(delegate.currentName());
+          if (i < 0) {
             other = true;
           } else {
             first = !seen[i];
             seen[i] = true;
             pending = i;
+            after = i + 1;
           }
         }
       } else if (t == JsonToken.END_OBJECT && delegate.getParsingContext().inRoot()) {
@@ -240,8 +346,19 @@ public final class RecordParse {
     }
   }
 
-  private static com.fasterxml.jackson.core.JsonParser createParser(
-      com.fasterxml.jackson.core.JsonFactory factory, String text) {
+  /** A parser over the record's UTF-8 bytes, where they lie (a row's buffer, read only), or a copy of them. */
+  private static com.fasterxml.jackson.core.JsonParser createParser(JsonFactory factory, UTF8String text) {
+    try {
+      if (text.getBaseObject() instanceof byte[] bytes) {
+        return factory.createParser(bytes, (int) (text.getBaseOffset() - Platform.BYTE_ARRAY_OFFSET), text.numBytes());
+      }
+      return factory.createParser(text.getBytes());
+    } catch (IOException e) {  // not for bytes in memory; thrown as it is, as Spark's own parser creation would
+      throw RecordParse.<RuntimeException>sneaky(e);
+    }
+  }
+
+  private static com.fasterxml.jackson.core.JsonParser createParser(JsonFactory factory, String text) {
     try {
       return factory.createParser(text);
     } catch (IOException e) {  // not for a String; thrown as it is, as from_json's own parser creation would

@@ -27,6 +27,11 @@ public final class RecordParseExpression extends Expression implements Serializa
   private final String configText;
   private final StructType returned;
   private final scala.collection.immutable.Seq<Expression> children;  // Spark asks for them on every walk of a plan
+  /** The configuration of the thread that last parsed with this object (a task's copy: one thread). */
+  private transient volatile Held held;
+
+  /** A thread and its configuration, read and replaced as one reference. */
+  private record Held(Thread thread, RecordParse.Config config) {}
 
   public RecordParseExpression(Expression child, String configText, StructType returned) {
     this.child = child;
@@ -37,7 +42,13 @@ public final class RecordParseExpression extends Expression implements Serializa
 
   /** The answer for one record's text (not null): see {@link RecordParse#parse}. */
   public InternalRow parse(UTF8String text) {
-    return RecordParse.parse(RecordParse.config(configText), text.toString());
+    Thread thread = Thread.currentThread();
+    Held mine = held;
+    if (mine == null || mine.thread != thread) {  // not a thread-local lookup for every record
+      mine = new Held(thread, RecordParse.config(configText));
+      held = mine;
+    }
+    return RecordParse.parse(mine.config, text);
   }
 
   @Override
