@@ -25,6 +25,8 @@ schema of the types it takes; else ``from_json`` and the field scan; without the
 from __future__ import annotations
 
 import hashlib
+import json
+import re
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -49,6 +51,10 @@ def _quote(name: str) -> str:
 PARSED = "__sluice_parsed"
 FIELDS = "__sluice_fields"
 NOT_AN_OBJECT = "not a JSON object (malformed, truncated, or not {...})"
+MISFITS = "field(s) that do not fit the schema: "
+"""A bad record's error, then the declared fields (``amount DOUBLE``) that hold a value of another type."""
+MISFIT = "does not fit the schema"
+"""A bad record's error when no declared field is named."""
 SCAN_CLASS = "dev.sluice.json.FieldScan"
 SCAN_FUNCTION = "sluice_field_scan"
 SCAN_TYPE = "struct<present string, rescued string>"
@@ -71,9 +77,12 @@ def record_parse(spark: SparkSession, schema: str, options: dict[str, str] | Non
     in one expression) is registered for ``schema`` and the parser ``options``, or None: its jar is not on the
     classpath, or the schema has a type it does not hand back (``RecordParse.supports``), which ``from_json``
     then parses as before. The session's time zone is read now, as ``from_json`` reads it when planned."""
-    names = [name for name, _ in parse_ddl_schema(schema)]
+    fields = parse_ddl_schema(schema)
+    names = [name for name, _ in fields]
     time_zone = spark.conf.get("spark.sql.session.timeZone")
-    config = f"{schema}\x03{time_zone}\x03{_scan_config(spark, names, dict(options or {}))}"
+    errors = "\x02".join([NOT_AN_OBJECT, MISFITS, MISFIT, *[_label(name, kind) for name, kind in fields]])
+    declared = _schema_json(fields, spark.conf.get(TIMESTAMP_TYPE, "TIMESTAMP_LTZ")) or schema
+    config = f"{declared}\x03{time_zone}\x03{_scan_config(spark, names, dict(options or {}))}\x03{errors}"
     name = "sluice_record_parse_" + hashlib.sha1(config.encode()).hexdigest()[:16]
     try:
         # one call: the function and its return type are made in the JVM (registerJavaFunction parses a type
@@ -82,6 +91,44 @@ def record_parse(spark: SparkSession, schema: str, options: dict[str, str] | Non
     except Exception:  # noqa: BLE001 - the class is missing (py4j finds a package, not a class)
         return None
     return name if registered else None
+
+
+#: Spark's JSON names of the simple types a declared field may have, by their DDL names (lower case).
+SIMPLE_TYPES = {
+    "string": "string", "boolean": "boolean", "binary": "binary", "date": "date", "timestamp_ntz": "timestamp_ntz",
+    "timestamp_ltz": "timestamp", "tinyint": "byte", "byte": "byte", "smallint": "short", "short": "short",
+    "int": "integer", "integer": "integer", "bigint": "long", "long": "long", "float": "float", "real": "float",
+    "double": "double",
+}
+TIMESTAMP_TYPE = "spark.sql.timestampType"
+_DECIMAL = re.compile(r"^(?:decimal|dec|numeric)(?:\(\s*(\d+)\s*(?:,\s*(\d+)\s*)?\))?$")
+_PLAIN_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def _schema_json(fields: list[tuple[str, str]], timestamp_type: str) -> str | None:
+    """A flat schema of simple types as Spark's JSON of it (what ``StructType.fromDDL`` gives, nullable), read by
+    the JVM without Spark's SQL parser; None for anything else (a nested type, a quoted name, NOT NULL, a
+    COMMENT, CHAR or VARCHAR), which goes as DDL. ``timestamp_type``: ``spark.sql.timestampType``, what
+    ``TIMESTAMP`` means."""
+    out = []
+    for name, kind in fields:
+        spelled = kind.strip().lower()
+        if spelled == "timestamp":
+            spelled = "timestamp_ntz" if timestamp_type.upper() == "TIMESTAMP_NTZ" else "timestamp_ltz"
+        decimal = _DECIMAL.match(spelled)
+        if not _PLAIN_NAME.match(name) or (spelled not in SIMPLE_TYPES and not decimal):
+            return None
+        if decimal and not int(decimal.group(2) or 0) <= int(decimal.group(1) or 10) <= 38:
+            return None  # Spark's parser words what is wrong with it
+        spark_type = (f"decimal({decimal.group(1) or 10},{decimal.group(2) or 0})" if decimal
+                      else SIMPLE_TYPES[spelled])
+        out.append({"name": name, "type": spark_type, "nullable": True, "metadata": {}})
+    return json.dumps({"type": "struct", "fields": out}, separators=(",", ":"))
+
+
+def _label(name: str, kind: str) -> str:
+    """A declared field as a bad record's error names it."""
+    return f"{name} {kind}"
 
 
 def _scan_config(spark: SparkSession, names: list[str], options: dict[str, str]) -> str:
@@ -122,8 +169,9 @@ def json_columns(df: DataFrame, text: Column, schema: str, options: dict[str, st
         # and keeps it there (the other parses need the generator below for that, which copies every row again)
         staged = df.select(*keep, F.call_function(one_pass, text).alias(FIELDS))
         fields = F.col(FIELDS)
-        parsed, corrupt = fields.getField("value"), fields.getField("corrupt")
-        not_an_object = parsed.isNull() | fields.getField("present").isNull()
+        parsed = fields.getField("value")
+        # the error is the parse's own, made for the bad records only (RecordParse), worded as _error words it
+        error = fields.getField("error")
     else:
         if scan is not False:
             available = field_scan(spark)  # registers it in the session
@@ -140,24 +188,7 @@ def json_columns(df: DataFrame, text: Column, schema: str, options: dict[str, st
             read_fields.alias(FIELDS),
         ))))
         parsed, fields = F.col(PARSED), F.col(FIELDS)
-        corrupt = parsed.getField(CORRUPT).isNotNull()
-        not_an_object = parsed.isNull() | fields.isNull()
-
-    def holds_value(i: int, name: str) -> Column:
-        if scan:
-            return F.substring(fields.getField("present"), i + 1, 1) == "1"
-        return fields.getItem(name).isNotNull() & ~F.call_function("is_variant_null", fields.getItem(name))
-
-    mismatched = F.concat_ws(", ", *[
-        F.when(holds_value(i, n) & parsed.getField(n).isNull(), F.lit(f"{n} {types[n]}"))
-        for i, n in enumerate(names)
-    ])
-    error = (
-        F.when(not_an_object, F.lit(NOT_AN_OBJECT))
-        .when(corrupt,
-              F.when(mismatched != "", F.concat(F.lit("field(s) that do not fit the schema: "), mismatched))
-              .otherwise(F.lit("does not fit the schema")))
-    )
+        error = _error(parsed, fields, scan, names, types)
     columns = [parsed.getField(n).alias(n) for n in names]
     if rescue and scan:
         columns.append(fields.getField("rescued").alias(RESCUED_COLUMN))
@@ -168,6 +199,26 @@ def json_columns(df: DataFrame, text: Column, schema: str, options: dict[str, st
         columns.append(F.when(F.size(F.array_except(F.map_keys(fields), known)) > 0, F.to_json(extra))
                        .alias(RESCUED_COLUMN))
     return staged, columns, error
+
+
+def _error(parsed: Column, fields: Column, scan: bool, names: list[str], types: dict[str, str]) -> Column:
+    """What is wrong with a record parsed by ``from_json`` (``parsed``) and read for its fields (``fields``: the
+    scan's answer, or the map parse's), null for a good one. The single pass makes the same text itself
+    (jvm/json ``RecordParse``)."""
+    def holds_value(i: int, name: str) -> Column:
+        if scan:
+            return F.substring(fields.getField("present"), i + 1, 1) == "1"
+        return fields.getItem(name).isNotNull() & ~F.call_function("is_variant_null", fields.getItem(name))
+
+    mismatched = F.concat_ws(", ", *[
+        F.when(holds_value(i, n) & parsed.getField(n).isNull(), F.lit(_label(n, types[n])))
+        for i, n in enumerate(names)
+    ])
+    return (
+        F.when(parsed.isNull() | fields.isNull(), F.lit(NOT_AN_OBJECT))
+        .when(parsed.getField(CORRUPT).isNotNull(),
+              F.when(mismatched != "", F.concat(F.lit(MISFITS), mismatched)).otherwise(F.lit(MISFIT)))
+    )
 
 
 def with_bad_columns(df: DataFrame, columns: list[Column], error: Column, raw: Column, origin: Column,

@@ -11,7 +11,7 @@ import pytest
 from pyspark.sql import functions as F
 
 from sluice.spec.ddl import parse_ddl_schema
-from spark_jobs.quality.records import BAD, json_columns, record_parse
+from spark_jobs.quality.records import BAD, _schema_json, json_columns, record_parse
 from tests.spark_jobs.test_field_scan import OPTIONS, RECORDS, SCHEMA, VALUES
 
 TYPED = ("i INT, s SMALLINT, t TINYINT, f FLOAT, b BOOLEAN, d DATE, ts TIMESTAMP, ntz TIMESTAMP_NTZ, "
@@ -103,13 +103,15 @@ def test_what_the_single_pass_gives_on_a_few_records(spark):
     records = ['{"id": 1, "x": {"b": 1.50}, "customer": "c", "ts": "2026-11-01T10:00:00Z"}',
                '{"id": "7", "amount": 2.5, "y": true}',
                '{"id": 2, "x": {"a": 1, "a": 2}}',
-               "[1, 2]"]
+               "[1, 2]",
+               '{"id": "8", "customer": "c", "amount": "lots", "ts": "not a time"}']
     rows = parsed(spark, records, SCHEMA, {}, single=True)
     assert [(r[1], r[2] is not None, r[3], r[4], r[6], r[7]) for r in rows] == [
         (1, True, "c", None, '{"x":{"b":1.5}}', None),
         (None, False, None, 2.5, '{"y":true}', "field(s) that do not fit the schema: id BIGINT"),
         (2, False, None, None, None, "not a JSON object (malformed, truncated, or not {...})"),
         (None, False, None, None, None, "not a JSON object (malformed, truncated, or not {...})"),
+        (None, False, "c", None, None, "field(s) that do not fit the schema: id BIGINT, ts TIMESTAMP, amount DOUBLE"),
     ]
 
 
@@ -149,3 +151,26 @@ def test_records_of_any_bytes_as_from_json_reads_them(spark):
     assert one[1][3] == "café" and one[7][3] == "plain" and "\ufffd" in one[0][3]
     # from_json's answers, written again: not the record's own text
     assert one[12][3] == "0" and one[13][3] == '{"a":1.5,"b":[100.0]}' and one[14][3] == "100.0"
+
+
+@pytest.mark.parametrize("ddl", [
+    "id BIGINT, ts TIMESTAMP, customer STRING, amount DOUBLE",
+    "a INT, b integer, c SMALLINT, d short, e TINYINT, f byte, g LONG, h FLOAT, i REAL, j BOOLEAN, k DATE",
+    "a TIMESTAMP_NTZ, b TIMESTAMP_LTZ, c BINARY, d DECIMAL, e DECIMAL(10, 2), f dec(38,18), g NUMERIC(5)",
+    "`quoted` STRING, under_score INT",
+])
+def test_a_flat_schema_of_simple_types_reaches_the_parse_as_sparks_own_json_of_it(spark, ddl):
+    # read by the JVM without Spark's SQL parser: the very schema the DDL gives
+    text = _schema_json(parse_ddl_schema(ddl), "TIMESTAMP_LTZ")
+    types = spark._jvm.org.apache.spark.sql.types
+    assert text is not None
+    assert types.DataType.fromJson(text).json() == types.StructType.fromDDL(ddl).asNullable().json()
+
+
+def test_any_other_schema_reaches_the_parse_as_its_ddl(spark):
+    for ddl in ["a ARRAY<INT>", "a STRUCT<b: INT>", "a MAP<STRING, INT>", "`a-b` INT", "a INT NOT NULL",
+                "a INT COMMENT 'x'", "a VARCHAR(3)", "a CHAR(2)", "a DECIMAL(39, 0)", "a DECIMAL(5, 6)", "a VARIANT"]:
+        assert _schema_json(parse_ddl_schema(ddl), "TIMESTAMP_LTZ") is None, ddl
+    # TIMESTAMP as spark.sql.timestampType says
+    assert '"timestamp_ntz"' in _schema_json(parse_ddl_schema("ts TIMESTAMP"), "TIMESTAMP_NTZ")
+    assert '"timestamp"' in _schema_json(parse_ddl_schema("ts TIMESTAMP"), "TIMESTAMP_LTZ")

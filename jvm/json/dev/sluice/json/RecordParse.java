@@ -59,12 +59,17 @@ import org.apache.spark.unsafe.types.UTF8String;
  * (which fields hold a value; nothing to rescue), and the scan is not run. Any other record (an undeclared
  * field, a nested value, a record Spark's parser rejects, not an object) is scanned as well, as before.
  *
- * <p>Made with its configuration ({@link #register}): the declared schema's DDL, U+0003, the session time zone,
- * U+0003, then {@link FieldScan}'s configuration. Argument: the record's text. Result: {@code struct<present
- * string, rescued string, corrupt boolean, value struct<declared...>>}: {@code present} and {@code rescued} as
- * {@link FieldScan} gives them (both null when the text is not one JSON object), {@code value} and
- * {@code corrupt} as {@code from_json} gives the row and whether its corrupt-record column is set ({@code value}
- * null where {@code from_json} gives null).
+ * <p>Made with its configuration ({@link #register}): the declared schema's DDL or JSON ({@link #schema}), U+0003,
+ * the session time zone,
+ * U+0003, {@link FieldScan}'s configuration, U+0003, then the error's texts joined by U+0002: not one JSON object,
+ * the prefix of the fields that do not fit, the text when none is named, and each declared field's label. Argument:
+ * the record's text. Result: {@code struct<present string, rescued string, corrupt boolean,
+ * value struct<declared...>, error string>}: {@code present} and {@code rescued} as {@link FieldScan} gives them
+ * (both null when the text is not one JSON object), {@code value} and {@code corrupt} as {@code from_json} gives
+ * the row and whether its corrupt-record column is set ({@code value} null where {@code from_json} gives null),
+ * {@code error} what is wrong with the record (null for a good one), as spark_jobs/quality/records.py words it
+ * for the other parses: made here, for the bad records only, rather than as expressions in every record's
+ * generated code (a CASE over every declared field, twice).
  */
 public final class RecordParse {
   static final String PART = "\u0003";
@@ -85,11 +90,22 @@ public final class RecordParse {
     final scala.Function2<JsonFactory, String, com.fasterxml.jackson.core.JsonParser> open;
     /** The same over a record's UTF-8 bytes (of ASCII characters only: {@link #plainAscii}). */
     final scala.Function2<JsonFactory, UTF8String, com.fasterxml.jackson.core.JsonParser> openBytes;
+    /** A bad record's error: not one JSON object; fields that do not fit (the prefix, then the labels); none named. */
+    final UTF8String notAnObject;
+    final String misfitPrefix;
+    final UTF8String noMisfit;
+    /** Each declared field as the error names it ({@code amount DOUBLE}). */
+    final String[] labels;
 
-    Config(String text) {
-      String[] parts = text.split(PART, 3);
-      schema = StructType.fromDDL(parts[0]).asNullable();
+    Config(String text, StructType declared) {
+      String[] parts = text.split(PART, 4);
+      schema = declared;
       scan = new FieldScan.Config(parts[2]);
+      String[] errors = parts[3].split(String.valueOf(FieldScan.KV), -1);
+      notAnObject = UTF8String.fromString(errors[0]);
+      misfitPrefix = errors[1];
+      noMisfit = UTF8String.fromString(errors[2]);
+      labels = java.util.Arrays.copyOfRange(errors, 3, errors.length);
       Map<String, String> options = new HashMap<>(scan.options);
       options.put("mode", "PERMISSIVE");
       // from_json takes the corrupt-record column out of the schema it parses into: none here
@@ -120,8 +136,8 @@ public final class RecordParse {
   private RecordParse() {}
 
   /** The parser for a configuration, one per thread (Spark's parser keeps state while it reads a record). */
-  static Config config(String configText) {
-    return CONFIGS.get().computeIfAbsent(configText, Config::new);
+  static Config config(String configText, StructType declared) {
+    return CONFIGS.get().computeIfAbsent(configText, text -> new Config(text, declared));
   }
 
   /**
@@ -130,13 +146,14 @@ public final class RecordParse {
    * nothing, when {@link #supports} refuses a type in the schema.
    */
   public static boolean register(org.apache.spark.sql.classic.SparkSession spark, String name, String configText) {
-    StructType schema = StructType.fromDDL(configText.split(PART, 2)[0]).asNullable();
+    StructType schema = schema(configText.split(PART, 2)[0]);
     if (!supports(schema)) return false;
     StructType returned = new StructType()
         .add("present", DataTypes.StringType)
         .add("rescued", DataTypes.StringType)
         .add("corrupt", DataTypes.BooleanType)
-        .add("value", schema);
+        .add("value", schema)
+        .add("error", DataTypes.StringType);
     spark.sessionState().functionRegistry().createOrReplaceTempFunction(name,
         (scala.Function1<scala.collection.immutable.Seq<Expression>, Expression>) arguments -> {
           if (arguments.size() != 1) {
@@ -145,6 +162,16 @@ public final class RecordParse {
           return new RecordParseExpression(arguments.head(), configText, returned);
         }, "scala_udf");
     return true;
+  }
+
+  /**
+   * The declared schema, made nullable: from its JSON (sluice's own spelling of a flat schema of simple types,
+   * spark_jobs/quality/records.py, read without Spark's SQL parser, which a cold driver takes ~0.1 s to start)
+   * or its DDL.
+   */
+  static StructType schema(String text) {
+    DataType type = text.startsWith("{") ? DataType.fromJson(text) : StructType.fromDDL(text);
+    return ((StructType) type).asNullable();
   }
 
   /**
@@ -209,7 +236,25 @@ public final class RecordParse {
       }
     }
     InternalRow row = none ? null : value == null ? new GenericInternalRow(config.schema.fields().length) : value;
-    return new GenericInternalRow(new Object[] {present, rescued, corrupt, row});
+    return new GenericInternalRow(new Object[] {present, rescued, corrupt, row, error(config, row, present, corrupt)});
+  }
+
+  /**
+   * The record's error, null for a good record: not one JSON object (no row, or the scan found no object); else,
+   * when Spark's parser rejected it, the declared fields that hold a value the schema's type does not take (each
+   * as its label, in declared order), or that it does not fit the schema at all.
+   */
+  private static UTF8String error(Config config, InternalRow row, UTF8String present, boolean corrupt) {
+    if (row == null || present == null) return config.notAnObject;
+    if (!corrupt) return null;
+    StringBuilder misfits = new StringBuilder();
+    byte[] holds = present.getBytes();
+    for (int i = 0; i < config.labels.length; i++) {
+      if (holds[i] == '1' && row.isNullAt(i)) {
+        misfits.append(misfits.length() == 0 ? config.misfitPrefix : ", ").append(config.labels[i]);
+      }
+    }
+    return misfits.length() == 0 ? config.noMisfit : UTF8String.fromString(misfits.toString());
   }
 
   /**

@@ -45,7 +45,7 @@ public final class RecordParseExpression extends Expression implements Serializa
     Thread thread = Thread.currentThread();
     Held mine = held;
     if (mine == null || mine.thread != thread) {  // not a thread-local lookup for every record
-      mine = new Held(thread, RecordParse.config(configText));
+      mine = new Held(thread, RecordParse.config(configText, (StructType) returned.apply("value").dataType()));
       held = mine;
     }
     return RecordParse.parse(mine.config, text);
