@@ -39,7 +39,7 @@ import org.apache.spark.unsafe.Platform;
 import org.apache.spark.unsafe.types.UTF8String;
 
 /**
- * One UDF for both of sluice's reads of a JSON record: the declared columns as {@code from_json(text, schema)}
+ * One parse for both of sluice's reads of a JSON record: the declared columns as {@code from_json(text, schema)}
  * gives them (PERMISSIVE, with a corrupt-record column), and the field scan ({@link FieldScan}: the undeclared
  * fields and which declared fields hold a value). Both from the record's bytes when they are ASCII characters, as
  * Spark's file reader reads a line, else from its Java string; never through {@code from_json}'s per-record
@@ -60,8 +60,8 @@ import org.apache.spark.unsafe.types.UTF8String;
  * field, a nested value, a record Spark's parser rejects, not an object) is scanned as well, as before.
  *
  * <p>Made with its configuration ({@link #register}): the declared schema's DDL or JSON ({@link #schema}), U+0003,
- * the session time zone,
- * U+0003, {@link FieldScan}'s configuration, U+0003, then the error's texts joined by U+0002: not one JSON object,
+ * the session time zone, U+0003, {@link FieldScan}'s configuration, U+0003, then the error's texts joined by
+ * U+0002: not one JSON object,
  * the prefix of the fields that do not fit, the text when none is named, and each declared field's label. Argument:
  * the record's text. Result: {@code struct<present string, rescued string, corrupt boolean,
  * value struct<declared...>, error string>}: {@code present} and {@code rescued} as {@link FieldScan} gives them
@@ -83,7 +83,7 @@ public final class RecordParse {
     final FieldScan.Config scan;
     final StructType schema;
     final JacksonParser parser;
-    /** Spark's JSON factory for these options, whose parsers take their buffers from {@link #buffers}. */
+    /** Spark's JSON factory for these options, whose parsers take their buffers from a {@link HeldBuffers}. */
     final JsonFactory factory;
     final Watch watch;
     /** The record's Jackson parser, as Spark's parser asks for it: through the watch, from {@link #factory}. */
