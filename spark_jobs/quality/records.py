@@ -154,8 +154,8 @@ def json_columns(df: DataFrame, text: Column, schema: str, options: dict[str, st
     ``single``: the declared columns and the scan in one pass (:func:`record_parse`; None: when the session
     has it and the schema's types allow, unless ``scan`` is False; False: ``from_json`` and the scan, the
     reference the tests compare it with)."""
-    names = [name for name, _ in parse_ddl_schema(schema)]
-    types = dict(parse_ddl_schema(schema))
+    declared = parse_ddl_schema(schema)
+    names, types = [name for name, _ in declared], dict(declared)
     # a UTF-8 byte-order mark at the start of a file (startswith: a regular expression per record costs more)
     text = F.when(text.startswith(BOM), F.substring(text, 2, 2**31 - 1)).otherwise(text)
     parse_options = {**options, "mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT}
